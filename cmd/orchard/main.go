@@ -1,0 +1,51 @@
+// Command orchard is the single binary of the project: the recording proxy,
+// the episode CLI, the exporter and the sandbox service, as subcommands.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := newRootCmd().ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		var ee exitError
+		if errors.As(err, &ee) {
+			os.Exit(ee.code)
+		}
+		fmt.Fprintln(os.Stderr, "orchard:", err)
+		os.Exit(1)
+	}
+}
+
+// exitError carries a specific exit status out of a subcommand that has
+// already reported its problem.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "orchard",
+		Short:         "Record agent harness model calls and turn them into RL training data",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	for _, add := range subcommands {
+		root.AddCommand(add())
+	}
+	return root
+}
+
+// subcommands is filled by each subcommand's file in an init func, so that
+// the files stay independent of each other.
+var subcommands []func() *cobra.Command

@@ -1,0 +1,142 @@
+package recorder
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// CallSchema is the value of [Call.Schema] for records of this version.
+const CallSchema = "orchard.call/v1"
+
+// Unattributed is the episode id of calls that named no episode.
+const Unattributed = "unattributed"
+
+// API names recorded in [Call.API].
+const (
+	APIChatCompletions = "chat.completions"
+	APICompletions     = "completions"
+	APIResponses       = "responses"
+	APIMessages        = "messages"
+	APICountTokens     = "messages.count_tokens"
+	APIEmbeddings      = "embeddings"
+	APIModels          = "models"
+)
+
+// End reasons recorded in [Call.EndReason].
+const (
+	EndDone          = "done"           // the response ended normally (terminal event seen, or a complete non-streaming body)
+	EndEOF           = "eof"            // the upstream closed a stream without its terminal event
+	EndClientGone    = "client_gone"    // the client went away; the upstream request was cancelled
+	EndUpstreamError = "upstream_error" // the upstream connection failed or was reset
+	EndIdleTimeout   = "idle_timeout"   // no bytes from the upstream for the idle timeout
+)
+
+// Call is one recorded model call: the orchard.call/v1 record documented in
+// docs/record-format.md. Request and Response hold JSON documents; a request
+// body that was not valid JSON is kept as a JSON string with RequestRaw set.
+type Call struct {
+	Schema       string          `json:"schema"`
+	EpisodeID    string          `json:"episode_id"`
+	Seq          int64           `json:"seq"`
+	CallID       string          `json:"call_id"`
+	API          string          `json:"api"`
+	Method       string          `json:"method"`
+	Path         string          `json:"path"`
+	Model        string          `json:"model,omitempty"`
+	Stream       bool            `json:"stream"`
+	StartedAt    time.Time       `json:"started_at"`
+	FirstByteAt  *time.Time      `json:"first_byte_at,omitempty"`
+	EndedAt      time.Time       `json:"ended_at"`
+	Status       int             `json:"status"`
+	EndReason    string          `json:"end_reason"`
+	Error        string          `json:"error,omitempty"`
+	Request      json.RawMessage `json:"request,omitempty"`
+	RequestRaw   bool            `json:"request_raw,omitempty"`
+	Response     json.RawMessage `json:"response,omitempty"`
+	Usage        json.RawMessage `json:"usage,omitempty"`
+	Upstream     string          `json:"upstream"`
+	UpstreamKind string          `json:"upstream_kind,omitempty"`
+	Injected     []string        `json:"injected,omitempty"`
+	Harness      string          `json:"harness,omitempty"`
+	Tokens       *Tokens         `json:"tokens,omitempty"`
+	Lineage      *Lineage        `json:"lineage,omitempty"`
+}
+
+// Tokens holds the engine's own token ids for a call, when the upstream
+// returned them. CompletionIDs and Logprobs are aligned one-to-one; Logprobs
+// is empty when the upstream sent none. Choices holds the same for every
+// choice when the call asked for n > 1 (index 0 is repeated in the top level).
+type Tokens struct {
+	PromptIDs     []int64        `json:"prompt_ids"`
+	CompletionIDs []int64        `json:"completion_ids"`
+	Logprobs      []float64      `json:"logprobs,omitempty"`
+	Choices       []ChoiceTokens `json:"choices,omitempty"`
+	Mismatch      string         `json:"mismatch,omitempty"` // set when ids and decoded deltas disagree in count
+}
+
+// ChoiceTokens is the completion of one choice of an n > 1 call.
+type ChoiceTokens struct {
+	Index         int       `json:"index"`
+	CompletionIDs []int64   `json:"completion_ids"`
+	Logprobs      []float64 `json:"logprobs,omitempty"`
+}
+
+// Lineage classifies how a call relates to the earlier calls of its episode.
+type Lineage struct {
+	ParentCallID       string `json:"parent_call_id,omitempty"`
+	Kind               string `json:"kind"`
+	CommonPrefixTokens int    `json:"common_prefix_tokens,omitempty"`
+	CommonPrefixMsgs   int    `json:"common_prefix_messages,omitempty"`
+	Thread             int    `json:"thread"`
+}
+
+// Lineage kinds recorded in [Lineage.Kind].
+const (
+	LineageRoot            = "root"             // first call of an episode
+	LineageExtend          = "extend"           // exact token continuation of the parent
+	LineageRetokenized     = "retokenized"      // same messages, different ids at the boundary
+	LineageTemplateRewrite = "template_rewrite" // earlier turns re-rendered differently
+	LineageEdited          = "edited"           // history changed by the harness
+	LineageCompacted       = "compacted"        // history replaced by a summary
+	LineageFork            = "fork"             // a new thread (subagent or parallel branch)
+	LineageRetry           = "retry"            // same prompt as an earlier call
+)
+
+// Episode is the stored state of an episode: what created it, how it ended.
+type Episode struct {
+	ID         string          `json:"id"`
+	TaskID     string          `json:"task_id,omitempty"`
+	GroupID    string          `json:"group_id,omitempty"`
+	Metadata   json.RawMessage `json:"metadata,omitempty"`
+	CreatedAt  time.Time       `json:"created_at"`
+	Status     string          `json:"status"` // "running" until finished, then success|failure|error|timeout
+	Reward     *float64        `json:"reward,omitempty"`
+	Info       json.RawMessage `json:"info,omitempty"`
+	FinishedAt *time.Time      `json:"finished_at,omitempty"`
+}
+
+// Episode statuses.
+const (
+	StatusRunning = "running"
+	StatusSuccess = "success"
+	StatusFailure = "failure"
+	StatusError   = "error"
+	StatusTimeout = "timeout"
+)
+
+// Event is one piece of environment feedback posted to an episode.
+type Event struct {
+	EpisodeID string          `json:"episode_id"`
+	Seq       int64           `json:"seq"`
+	Type      string          `json:"type"`
+	At        time.Time       `json:"at"`
+	Data      json.RawMessage `json:"data"`
+}
+
+// EpisodeSummary is a line of an episode listing.
+type EpisodeSummary struct {
+	Episode
+	Calls       int        `json:"calls"`
+	FirstCallAt *time.Time `json:"first_call_at,omitempty"`
+	LastCallAt  *time.Time `json:"last_call_at,omitempty"`
+}

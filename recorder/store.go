@@ -1,0 +1,54 @@
+package recorder
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ErrNotFound is returned by reads of an episode that does not exist.
+var ErrNotFound = errors.New("not found")
+
+// Store is the contract every storage backend (the embedded store in
+// recorder/embedded, Redis in recorder/redisstore) implements, so that the
+// proxy, the CLI and reconstruct work unchanged on either. All methods are
+// safe for concurrent use.
+//
+// Calls are identified by CallID: writing a call whose CallID is already
+// stored is a no-op, which makes replay after a crash exactly-once.
+// Seq is not trusted on write: readers order an episode's calls by
+// (StartedAt, CallID) and number them 1..n in that order.
+type Store interface {
+	// WriteCalls durably stores a batch of calls (idempotent by CallID).
+	WriteCalls(ctx context.Context, calls []*Call) error
+	// PutEpisode creates or replaces an episode's metadata.
+	PutEpisode(ctx context.Context, ep *Episode) error
+	// AppendEvent stores an event after the episode's earlier events and
+	// returns its 1-based sequence number.
+	AppendEvent(ctx context.Context, ev *Event) (int64, error)
+
+	// ListEpisodes returns summaries matching f, oldest first, and a cursor
+	// for the next page ("" at the end). Episodes that only have calls (no
+	// PutEpisode) are listed too, with Status "running".
+	ListEpisodes(ctx context.Context, f Filter) ([]EpisodeSummary, string, error)
+	// Episode returns one episode's summary or ErrNotFound.
+	Episode(ctx context.Context, id string) (*EpisodeSummary, error)
+	// Calls returns an episode's calls ordered by arrival, Seq filled in.
+	Calls(ctx context.Context, episodeID string) ([]*Call, error)
+	// Events returns an episode's events in order.
+	Events(ctx context.Context, episodeID string) ([]*Event, error)
+	// DeleteEpisode removes an episode with its calls and events.
+	DeleteEpisode(ctx context.Context, id string) error
+
+	Close() error
+}
+
+// Filter selects episodes in [Store.ListEpisodes]. Zero fields match all.
+type Filter struct {
+	TaskID  string
+	GroupID string
+	Status  string
+	Since   time.Time // created (or first call) at or after
+	Limit   int       // 0 means no limit
+	Cursor  string    // from a previous page
+}

@@ -1,0 +1,3 @@
+// Package rl turns reconstructed trajectories into rewards, advantages and
+// rollout plans for RL trainers.
+package rl
