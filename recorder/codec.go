@@ -1,0 +1,131 @@
+package recorder
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// BlockHash is the content address of a block: the first 16 bytes of the
+// SHA-256 of the block's bytes.
+type BlockHash [16]byte
+
+// HashBlock returns the address of data.
+func HashBlock(data []byte) BlockHash {
+	sum := sha256.Sum256(data)
+	return BlockHash(sum[:16])
+}
+
+// String returns h in hex, the form backends may use as a key.
+func (h BlockHash) String() string { return hex.EncodeToString(h[:]) }
+
+// Block is a deduplicated piece of a request or response: one element of a
+// large top-level array (a message, an input item, a tool) or one large
+// top-level value. Blocks are shared by all calls of an episode.
+type Block struct {
+	Hash BlockHash
+	Data []byte
+}
+
+// BlockSource returns the bytes of a block of the episode being decoded,
+// reporting false when the block is unknown.
+type BlockSource func(BlockHash) ([]byte, bool)
+
+// ErrCorrupt is wrapped by every decoding error caused by bad input.
+var ErrCorrupt = errors.New("corrupt record")
+
+// docVersion is the first byte of every call document.
+const docVersion = 1
+
+// Body kinds in a call document.
+const (
+	bodyAbsent  = 0
+	bodyLiteral = 1
+	bodySplit   = 2 // layout (skeleton and field shapes), then refs
+	bodySame    = 3 // the base call's layout for this body, then refs
+)
+
+// callRefs is what later calls of the episode may delta-encode against.
+type callRefs struct {
+	req, resp map[string][]BlockHash // array fields' element refs by key
+	layouts   [2][]byte              // request and response layouts (see docBody)
+	toks      []int64                // prompt ids followed by completion ids
+	meta      metaMap
+}
+
+// history maps call ids to their refs, remembering arrival order.
+type history struct {
+	byID  map[string]*callRefs
+	order []string
+}
+
+func (h *history) add(id string, r *callRefs) {
+	if h.byID == nil {
+		h.byID = map[string]*callRefs{}
+	}
+	if _, dup := h.byID[id]; !dup {
+		h.order = append(h.order, id)
+	}
+	h.byID[id] = r
+}
+
+// trim forgets all but the last n calls.
+func (h *history) trim(n int) {
+	for len(h.order) > n {
+		delete(h.byID, h.order[0])
+		h.order = h.order[1:]
+	}
+}
+
+// doc is a parsed call document, before its bodies are materialized.
+type doc struct {
+	callID, base string
+	meta, usage  []byte      // meta: full JSON, after resolveRefs on the decode side
+	metaDelta    bool        // meta is stored as metaSet/metaDel against the base
+	metaSet      [][2]string // changed keys and raw values
+	metaDel      []string    // keys the base has and this call lacks
+	hasUsage     bool
+	req, resp    docBody
+	hasToks      bool
+	tokPrefix    int
+	tokTail      []int64
+}
+
+// docBody is one body of a doc: absent, a literal, or a split body whose
+// array fields carry only the refs after their prefix from the base call.
+type docBody struct {
+	kind    byte
+	literal []byte
+	split   split
+	prefix  []int  // per field: refs taken from the base call's same key
+	layout  []byte // encoded skeleton and field shapes of a split body
+}
+
+func marshalMeta(c *Call) ([]byte, error) {
+	m := *c
+	m.Request, m.Response, m.Usage = nil, nil, nil
+	m.CallID = "" // the document carries it
+	if c.Tokens != nil {
+		t := *c.Tokens
+		t.PromptIDs = nil
+		m.Tokens = &t
+	}
+	b, err := json.Marshal(&m)
+	if err != nil {
+		return nil, fmt.Errorf("marshal call %s: %w", c.CallID, err)
+	}
+	return b, nil
+}
+
+// commonPrefix returns how many leading entries a and b share.
+func commonPrefix[T comparable](a, b []T) int {
+	n := min(len(a), len(b))
+	for i := range n {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
+}

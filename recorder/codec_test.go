@@ -1,0 +1,218 @@
+package recorder
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// storedEpisode is an in-memory backend for codec tests: packed units in
+// storage order.
+type storedEpisode struct{ units [][]byte }
+
+func (s *storedEpisode) write(t testing.TB, e *EpisodeEncoder, c *Call) {
+	t.Helper()
+	d, blocks, err := e.Encode(c)
+	if err != nil {
+		t.Fatalf("Encode(%s): %v", c.CallID, err)
+	}
+	s.units = append(s.units, Pack(nil, d, blocks))
+}
+
+func (s *storedEpisode) size() (n int) {
+	for _, u := range s.units {
+		n += len(u)
+	}
+	return n
+}
+
+func (s *storedEpisode) read(t testing.TB) []*Call {
+	t.Helper()
+	blocks := map[BlockHash][]byte{}
+	src := func(h BlockHash) ([]byte, bool) { b, ok := blocks[h]; return b, ok }
+	dec := NewEpisodeDecoder()
+	var out []*Call
+	for _, u := range s.units {
+		d, bs, err := Unpack(u)
+		if err != nil {
+			t.Fatalf("Unpack: %v", err)
+		}
+		for _, b := range bs {
+			blocks[b.Hash] = b.Data
+		}
+		c, err := dec.Decode(d, src)
+		if err != nil {
+			t.Fatalf("Decode: %v", err)
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+func assertSameCalls(t *testing.T, got, want []*Call) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("decoded %d calls, want %d", len(got), len(want))
+	}
+	for i := range want {
+		for _, f := range []struct {
+			name      string
+			got, want []byte
+		}{{"request", got[i].Request, want[i].Request}, {"response", got[i].Response, want[i].Response}, {"usage", got[i].Usage, want[i].Usage}} {
+			if !bytes.Equal(f.got, f.want) {
+				t.Fatalf("call %s: %s differs:\n got %.200q\nwant %.200q", want[i].CallID, f.name, f.got, f.want)
+			}
+		}
+		if !reflect.DeepEqual(got[i], want[i]) {
+			g, _ := json.Marshal(got[i])
+			w, _ := json.Marshal(want[i])
+			t.Fatalf("call %s differs:\n got %.400s\nwant %.400s", want[i].CallID, g, w)
+		}
+	}
+}
+
+func TestCodecRoundTripFixtures(t *testing.T) {
+	for name, calls := range fixtureEpisodes(t) {
+		for _, dedup := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/dedup=%v", name, dedup), func(t *testing.T) {
+				var s storedEpisode
+				enc := NewEpisodeEncoder(dedup)
+				for _, c := range calls {
+					s.write(t, enc, c)
+				}
+				assertSameCalls(t, s.read(t), calls)
+			})
+		}
+	}
+}
+
+// TestCodecDedupFixtures checks that a harness's resent history is stored
+// once: the whole fixture episode packs to less than its last two requests.
+func TestCodecDedupFixtures(t *testing.T) {
+	for name, calls := range fixtureEpisodes(t) {
+		if len(calls) < 3 {
+			continue
+		}
+		var s storedEpisode
+		enc := NewEpisodeEncoder(true)
+		raw := 0
+		for _, c := range calls {
+			s.write(t, enc, c)
+			raw += len(c.Request)
+		}
+		last2 := len(calls[len(calls)-1].Request) + len(calls[len(calls)-2].Request)
+		if s.size() >= last2 {
+			t.Errorf("%s: %d calls (%d raw bytes) packed to %d bytes, want < %d (last two requests)", name, len(calls), raw, s.size(), last2)
+		}
+	}
+}
+
+func TestCodecExactBodies(t *testing.T) {
+	bodies := []string{
+		`{"messages":[{"a":1},{"b":2}]}`,
+		"{\n  \"messages\": [\n    {\"a\": 1},\n    {\"b\": 2}\n  ],\n  \"model\": \"x\"\n}\n",
+		`{"messages":[{"a":1} ,{"b":2},  {"c":3}]}`, // uneven separators: one whole block
+		`{"messages":[],"tools":[ ],"system":"short"}`,
+		`{"system":"` + strings.Repeat("s", 100) + `","messages":[1,2,3],"messages":[4]}`,
+		`{"input":"` + strings.Repeat("x", 80) + `","instructions":{"k":"` + strings.Repeat("y", 70) + `"}}`,
+		`["not","an","object"]`,
+		`"a json string"`,
+		`{"messages":[{"a":1},`, // truncated
+		`{"messages":[1,2,3]} trailing`,
+		`  {"tools":[{"t":1}]}`,
+		`{"messages":[{"x":"\u00e9\"]"},{"y":"]["}]}`,
+	}
+	for i, b := range bodies {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			c := testCall("ep", fmt.Sprint("c", i), i)
+			c.Request = json.RawMessage(b)
+			c.RequestRaw = !json.Valid(c.Request)
+			var s storedEpisode
+			enc := NewEpisodeEncoder(true)
+			s.write(t, enc, c)
+			c2 := testCall("ep", fmt.Sprint("d", i), i+1)
+			c2.Request = c.Request
+			s.write(t, enc, c2)
+			assertSameCalls(t, s.read(t), []*Call{c, c2})
+		})
+	}
+}
+
+func TestCodecNilFields(t *testing.T) {
+	c := &Call{CallID: "bare", EpisodeID: "ep"}
+	t2 := testCall("ep", "toks-empty", 2)
+	t2.Tokens.PromptIDs = []int64{}
+	t3 := testCall("ep", "no-prompt", 3)
+	t3.Tokens.PromptIDs = nil
+	want := []*Call{c, t2, t3}
+	var s storedEpisode
+	enc := NewEpisodeEncoder(true)
+	for _, c := range want {
+		s.write(t, enc, c)
+	}
+	assertSameCalls(t, s.read(t), want)
+}
+
+// TestCodecObserve rebuilds an encoder from stored documents halfway
+// through an episode and checks it still deduplicates and decodes.
+func TestCodecObserve(t *testing.T) {
+	calls := growingEpisode(40, 2000)
+	var s storedEpisode
+	enc := NewEpisodeEncoder(true)
+	for _, c := range calls[:20] {
+		s.write(t, enc, c)
+	}
+	enc = NewEpisodeEncoder(true)
+	for _, u := range s.units {
+		d, _, err := Unpack(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := enc.Observe(d); err != nil {
+			t.Fatalf("Observe: %v", err)
+		}
+	}
+	for _, c := range calls[20:] {
+		s.write(t, enc, c)
+	}
+	assertSameCalls(t, s.read(t), calls)
+	var cont storedEpisode
+	enc = NewEpisodeEncoder(true)
+	for _, c := range calls {
+		cont.write(t, enc, c)
+	}
+	if s.size() != cont.size() {
+		t.Errorf("rebuilt encoder stored %d bytes, continuous encoder %d", s.size(), cont.size())
+	}
+}
+
+func TestUnmarshalCallRejectsGarbage(t *testing.T) {
+	b, err := MarshalCall(testCall("ep", "x", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range [][]byte{nil, []byte("garbage"), b[:len(b)/2], append(b[:len(b):len(b)], 0)} {
+		if _, err := UnmarshalCall(in); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("UnmarshalCall(%.20q) error = %v, want ErrCorrupt", in, err)
+		}
+	}
+}
+
+// TestPackHighlyCompressible checks that a body compressing far beyond the
+// initial decode buffer still unpacks (the buffer grows while data decodes).
+func TestPackHighlyCompressible(t *testing.T) {
+	c := testCall("ep", "big", 1)
+	c.Request = json.RawMessage(`"` + strings.Repeat("a", 8<<20) + `"`)
+	b, err := MarshalCall(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := UnmarshalCall(b)
+	if err != nil || !bytes.Equal(got.Request, c.Request) {
+		t.Fatalf("UnmarshalCall of %d packed bytes: %v", len(b), err)
+	}
+}

@@ -1,0 +1,306 @@
+package recorder
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// EpisodeDecoder rebuilds the calls of one episode from their documents,
+// fed in storage order. It keeps the ref lists of every call it decoded,
+// since later documents name any earlier call as their base. It is not
+// safe for concurrent use.
+type EpisodeDecoder struct {
+	hist history
+}
+
+// NewEpisodeDecoder returns a decoder for one episode.
+func NewEpisodeDecoder() *EpisodeDecoder { return &EpisodeDecoder{} }
+
+// Decode returns the call stored in docBytes, with Request, Response and
+// Usage byte-identical to what was encoded. blocks must know every block
+// of the episode stored before or with this document. Errors from bad
+// input wrap [ErrCorrupt].
+func (dc *EpisodeDecoder) Decode(docBytes []byte, blocks BlockSource) (*Call, error) {
+	d, err := parseDoc(docBytes)
+	if err != nil {
+		return nil, err
+	}
+	refs, err := resolveRefs(&d, dc.hist.byID)
+	if err != nil {
+		return nil, err
+	}
+	c := new(Call)
+	if err := json.Unmarshal(d.meta, c); err != nil {
+		return nil, fmt.Errorf("call %s metadata: %w: %w", d.callID, ErrCorrupt, err)
+	}
+	c.CallID = d.callID
+	if c.Tokens != nil {
+		refs.addCompletion(c.Tokens.CompletionIDs)
+	}
+	if d.hasToks {
+		if c.Tokens == nil {
+			return nil, fmt.Errorf("call %s: prompt ids without tokens: %w", d.callID, ErrCorrupt)
+		}
+		n := d.tokPrefix + len(d.tokTail)
+		c.Tokens.PromptIDs = append(make([]int64, 0, n), refs.toks[:n]...)
+	}
+	if d.hasUsage {
+		c.Usage = json.RawMessage(append([]byte{}, d.usage...))
+	}
+	if c.Request, err = joinBody(&d.req, blocks); err != nil {
+		return nil, fmt.Errorf("call %s request: %w", d.callID, err)
+	}
+	if c.Response, err = joinBody(&d.resp, blocks); err != nil {
+		return nil, fmt.Errorf("call %s response: %w", d.callID, err)
+	}
+	dc.hist.add(d.callID, refs)
+	return c, nil
+}
+
+// joinBody materializes a body from its skeleton and blocks.
+func joinBody(b *docBody, blocks BlockSource) (json.RawMessage, error) {
+	switch b.kind {
+	case bodyAbsent:
+		return nil, nil
+	case bodyLiteral:
+		return append(json.RawMessage{}, b.literal...), nil
+	}
+	out := make([]byte, 0, 2*len(b.split.skeleton))
+	prev := 0
+	for _, f := range b.split.fields {
+		out = append(out, b.split.skeleton[prev:f.hole]...)
+		prev = f.hole
+		elems := make([][]byte, len(f.refs))
+		for i, h := range f.refs {
+			data, ok := blocks(h)
+			if !ok {
+				return nil, fmt.Errorf("field %s: block %s missing: %w", f.key, h, ErrCorrupt)
+			}
+			elems[i] = data
+		}
+		if f.whole {
+			out = append(out, elems[0]...)
+		} else {
+			out = joinArray(out, f, elems)
+		}
+	}
+	return append(out, b.split.skeleton[prev:]...), nil
+}
+
+// appendTo appends the binary form of d. Array fields carry only the refs
+// after their base prefix.
+func (d *doc) appendTo(dst []byte) []byte {
+	w := wbuf{b: dst}
+	w.byte1(docVersion)
+	w.str(d.callID)
+	w.str(d.base)
+	if d.metaDelta {
+		w.byte1(1)
+		w.uvarint(uint64(len(d.metaSet)))
+		for _, kv := range d.metaSet {
+			w.str(kv[0])
+			w.str(kv[1])
+		}
+		w.uvarint(uint64(len(d.metaDel)))
+		for _, k := range d.metaDel {
+			w.str(k)
+		}
+	} else {
+		w.byte1(0)
+		w.bytes(d.meta)
+	}
+	if d.hasUsage {
+		w.byte1(1)
+		w.bytes(d.usage)
+	} else {
+		w.byte1(0)
+	}
+	d.req.appendTo(&w)
+	d.resp.appendTo(&w)
+	if !d.hasToks {
+		w.byte1(0)
+		return w.b
+	}
+	w.byte1(1)
+	w.uvarint(uint64(d.tokPrefix))
+	w.uvarint(uint64(len(d.tokTail)))
+	for _, id := range d.tokTail {
+		w.varint(id)
+	}
+	return w.b
+}
+
+func (b *docBody) appendTo(w *wbuf) {
+	w.byte1(b.kind)
+	switch b.kind {
+	case bodyLiteral:
+		w.bytes(b.literal)
+		return
+	case bodySplit:
+		w.bytes(b.layout)
+	case bodySame:
+	default:
+		return
+	}
+	w.uvarint(uint64(len(b.split.fields)))
+	for i, f := range b.split.fields {
+		if f.whole {
+			w.byte1(1)
+			w.hash(f.refs[0])
+			continue
+		}
+		w.byte1(0)
+		w.uvarint(uint64(b.prefix[i]))
+		w.hashes(f.refs[b.prefix[i]:])
+	}
+}
+
+// appendLayout appends the part of a split body that agent calls repeat:
+// the skeleton and each field's key, position and separators.
+func appendLayout(dst []byte, s split) []byte {
+	w := wbuf{b: dst}
+	w.bytes(s.skeleton)
+	w.uvarint(uint64(len(s.fields)))
+	for _, f := range s.fields {
+		w.str(f.key)
+		w.uvarint(uint64(f.hole))
+		if f.whole {
+			w.byte1(1)
+			continue
+		}
+		w.byte1(0)
+		w.bytes(f.lead)
+		w.bytes(f.sep)
+		w.bytes(f.trail)
+	}
+	return w.b
+}
+
+// parseLayout reads what appendLayout wrote.
+func parseLayout(layout []byte) (split, error) {
+	r := rbuf{b: layout}
+	var s split
+	s.skeleton = r.bytes("skeleton")
+	s.fields = make([]field, r.count("fields", 3))
+	prev := 0
+	for i := range s.fields {
+		f := field{key: r.str("field key"), hole: r.small("field position")}
+		if f.hole < prev || f.hole > len(s.skeleton) {
+			r.fail("field position")
+		}
+		prev = f.hole
+		if f.whole = r.byte1("field kind") == 1; !f.whole {
+			f.lead, f.sep, f.trail = r.bytes("lead"), r.bytes("separator"), r.bytes("trail")
+		}
+		s.fields[i] = f
+	}
+	if r.err == nil && len(r.b) != 0 {
+		r.fail("layout end")
+	}
+	if r.err != nil {
+		return split{}, fmt.Errorf("layout: %w: %w", ErrCorrupt, r.err)
+	}
+	return s, nil
+}
+
+// parseDoc reads a document without resolving its base or blocks.
+func parseDoc(b []byte) (doc, error) {
+	r := rbuf{b: b}
+	if v := r.byte1("version"); r.err == nil && v != docVersion {
+		return doc{}, fmt.Errorf("document version %d: %w", v, ErrCorrupt)
+	}
+	d := doc{callID: r.str("call id"), base: r.str("base")}
+	if d.metaDelta = r.byte1("metadata kind") == 1; d.metaDelta {
+		d.metaSet = make([][2]string, r.count("metadata keys", 2))
+		for i := range d.metaSet {
+			d.metaSet[i] = [2]string{r.str("metadata key"), r.str("metadata value")}
+		}
+		d.metaDel = make([]string, r.count("metadata deletions", 1))
+		for i := range d.metaDel {
+			d.metaDel[i] = r.str("metadata key")
+		}
+	} else {
+		d.meta = r.bytes("metadata")
+	}
+	if d.hasUsage = r.byte1("usage flag") == 1; d.hasUsage {
+		d.usage = r.bytes("usage")
+	}
+	d.req = parseBody(&r, "request")
+	d.resp = parseBody(&r, "response")
+	if d.hasToks = r.byte1("token flag") == 1; d.hasToks {
+		d.tokPrefix = r.small("token prefix")
+		d.tokTail = make([]int64, r.count("token ids", 1))
+		for i := range d.tokTail {
+			d.tokTail[i] = r.varint("token id")
+		}
+	}
+	if r.err == nil && len(r.b) != 0 {
+		return doc{}, fmt.Errorf("%d bytes after the document: %w", len(r.b), ErrCorrupt)
+	}
+	if r.err != nil {
+		return doc{}, fmt.Errorf("%w: %w", ErrCorrupt, r.err)
+	}
+	return d, nil
+}
+
+// parseBody reads a body. A split body's fields get their shape from its
+// layout in resolveLayout; here they only receive their refs.
+func parseBody(r *rbuf, what string) docBody {
+	b := docBody{kind: r.byte1(what)}
+	switch b.kind {
+	case bodyAbsent:
+		return b
+	case bodyLiteral:
+		b.literal = r.bytes(what)
+		return b
+	case bodySplit:
+		b.layout = r.bytes(what + " layout")
+	case bodySame:
+	default:
+		r.fail(what + " kind")
+		return b
+	}
+	n := r.count(what+" fields", 2)
+	b.split.fields = make([]field, n)
+	b.prefix = make([]int, n)
+	for i := range b.split.fields {
+		f := &b.split.fields[i]
+		if f.whole = r.byte1(what+" field kind") == 1; f.whole {
+			f.refs = []BlockHash{r.hash(what + " block")}
+			continue
+		}
+		b.prefix[i] = r.small(what + " prefix")
+		f.refs = r.hashes(what + " refs")
+	}
+	return b
+}
+
+// resolveLayout gives the fields of a split body their key, position and
+// separators from its own layout or, for bodySame, from the base's.
+func resolveLayout(b *docBody, base []byte) error {
+	switch b.kind {
+	case bodySame:
+		if base == nil {
+			return fmt.Errorf("layout of the base's body, which has none: %w", ErrCorrupt)
+		}
+		b.layout = base
+	case bodySplit:
+	default:
+		return nil
+	}
+	s, err := parseLayout(b.layout)
+	if err != nil {
+		return err
+	}
+	if len(s.fields) != len(b.split.fields) {
+		return fmt.Errorf("%d fields with refs, layout has %d: %w", len(b.split.fields), len(s.fields), ErrCorrupt)
+	}
+	for i := range s.fields {
+		if s.fields[i].whole != b.split.fields[i].whole {
+			return fmt.Errorf("field %s: kind differs from layout: %w", s.fields[i].key, ErrCorrupt)
+		}
+		s.fields[i].refs = b.split.fields[i].refs
+	}
+	b.split = s
+	return nil
+}

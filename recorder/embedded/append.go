@@ -1,0 +1,170 @@
+package embedded
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/orchard-rl/orchard/recorder"
+)
+
+// appendLocked writes frames (whole frames, already framed) to the active
+// segment in one write, rotating first if the segment is full, and applies
+// them to the index. It returns the logical end position to wait on with
+// waitDurable. A failed write is cut back off the file so that the log
+// never keeps a torn frame in its middle; if even that fails, the store
+// refuses further writes.
+func (s *Store) appendLocked(buf []byte, payloads []framed) (int64, error) {
+	if err := s.writableLocked(); err != nil {
+		return 0, err
+	}
+	if s.size > 0 && s.size+int64(len(buf)) > s.opts.SegmentBytes {
+		if err := s.rotateLocked(); err != nil {
+			return 0, err
+		}
+	}
+	if _, err := s.active.Write(buf); err != nil {
+		if terr := s.active.Truncate(s.size); terr != nil {
+			s.broken = fmt.Errorf("log tail unrecoverable after %w: %w", err, terr)
+		}
+		return 0, fmt.Errorf("append to log: %w", err)
+	}
+	seg := s.segs[len(s.segs)-1]
+	for _, p := range payloads {
+		if err := s.idx.apply(seg, s.size+p.off, p.payload); err != nil {
+			return 0, fmt.Errorf("index own frame: %w", err) // unreachable: we built it
+		}
+	}
+	s.size += int64(len(buf))
+	s.appended += int64(len(buf))
+	return s.appended, nil
+}
+
+// framed is a payload and the offset of its frame within an append buffer.
+type framed struct {
+	off     int64
+	payload []byte
+}
+
+// addFrame appends payload as a frame to buf and records it.
+func addFrame(buf []byte, fs []framed, payload []byte) ([]byte, []framed) {
+	fs = append(fs, framed{off: int64(len(buf)), payload: payload})
+	return appendFrame(buf, payload), fs
+}
+
+func (s *Store) writableLocked() error {
+	switch {
+	case s.closed:
+		return ErrClosed
+	case s.readOnly:
+		return ErrReadOnly
+	case s.broken != nil:
+		return s.broken
+	}
+	return nil
+}
+
+// rotateLocked syncs the active segment and starts the next one.
+func (s *Store) rotateLocked() error {
+	if !s.opts.NoSync {
+		if err := s.active.Sync(); err != nil {
+			return fmt.Errorf("sync segment: %w", err)
+		}
+	}
+	n := s.segs[len(s.segs)-1] + 1
+	f, err := os.OpenFile(segPath(s.dir, n), os.O_RDWR|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("create segment: %w", err)
+	}
+	if err := syncDir(s.dir); err != nil && !s.opts.NoSync {
+		f.Close()
+		return err
+	}
+	s.files[n], s.segs, s.active, s.size = f, append(s.segs, n), f, 0
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("open dir for sync: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync dir: %w", err)
+	}
+	return nil
+}
+
+// waitDurable returns once everything appended up to pos is on disk. One
+// caller at a time runs fsync, covering every append made before it
+// started; the others wait for it (group commit), so concurrent writers
+// share fsyncs instead of queueing one each.
+func (s *Store) waitDurable(pos int64) error {
+	if s.opts.NoSync {
+		return nil
+	}
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	for s.syncedPos < pos {
+		if s.syncErr != nil {
+			return s.syncErr
+		}
+		if s.syncing {
+			s.syncCond.Wait()
+			continue
+		}
+		s.syncing = true
+		s.mu.RLock()
+		f, target := s.active, s.appended
+		s.mu.RUnlock()
+		s.syncMu.Unlock()
+		err := f.Sync()
+		s.syncMu.Lock()
+		s.syncing = false
+		if err != nil && !errors.Is(err, os.ErrClosed) {
+			s.syncErr = fmt.Errorf("sync log: %w", err)
+		} else if err != nil {
+			s.syncErr = ErrClosed
+		} else if target > s.syncedPos {
+			s.syncedPos = target
+		}
+		s.syncCond.Broadcast()
+	}
+	return nil
+}
+
+// encoderLocked returns the dedup encoder of an episode, rebuilding it from
+// the episode's stored calls the first time it is needed after Open.
+func (s *Store) encoderLocked(episode string) (*recorder.EpisodeEncoder, error) {
+	if e := s.encoders[episode]; e != nil {
+		return e, nil
+	}
+	e := recorder.NewEpisodeEncoder(!s.opts.NoDedup)
+	if st := s.idx.eps[episode]; st != nil {
+		for _, c := range st.calls {
+			docBytes, _, err := s.readCall(c.at)
+			if err != nil {
+				return nil, fmt.Errorf("rebuild dedup state of %s: %w", episode, err)
+			}
+			if err := e.Observe(docBytes); err != nil {
+				return nil, fmt.Errorf("rebuild dedup state of %s: %w", episode, err)
+			}
+		}
+	}
+	s.encoders[episode] = e
+	return e, nil
+}
+
+// readCall reads and unpacks the call frame at l.
+func (s *Store) readCall(l loc) ([]byte, []recorder.Block, error) {
+	f := s.files[l.seg]
+	if f == nil {
+		return nil, nil, fmt.Errorf("segment %d: %w", l.seg, os.ErrNotExist)
+	}
+	p, err := readFrame(f, l.off)
+	if err != nil {
+		return nil, nil, err
+	}
+	return recorder.Unpack(p[l.body:])
+}

@@ -1,0 +1,55 @@
+package embedded
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// BenchmarkWrite measures the recorder's append path (encode, dedup,
+// compress, frame, write) one call per WriteCalls, as the pipeline sends a
+// live episode's calls, for short and long episodes with dedup on and off.
+// calls/s is the append rate; MB/s counts request+response bytes taken in;
+// disk-B/call is what each call cost on disk. fsync is off so the numbers
+// measure this code, not the disk (see docs/recorder-embedded.md).
+func BenchmarkWrite(b *testing.B) {
+	for _, turns := range []int{10, 100} {
+		for _, dedup := range []bool{true, false} {
+			b.Run(fmt.Sprintf("turns=%d/dedup=%v", turns, dedup), func(b *testing.B) {
+				benchWrite(b, turns, dedup, true)
+			})
+		}
+	}
+}
+
+// BenchmarkWriteSync is BenchmarkWrite's 100-turn dedup case with fsync on:
+// one fsync per call, the worst case (the pipeline batches calls, and
+// concurrent writers share fsyncs).
+func BenchmarkWriteSync(b *testing.B) { benchWrite(b, 100, true, false) }
+
+func benchWrite(b *testing.B, turns int, dedup, noSync bool) {
+	dir := b.TempDir()
+	s, err := Open(dir, Options{NoSync: noSync, NoDedup: !dedup})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	template := chatEpisode("bench", turns, 500)
+	var in int64
+	for _, c := range template {
+		in += int64(len(c.Request) + len(c.Response))
+	}
+	b.SetBytes(in / int64(turns))
+	b.ReportAllocs()
+	n := 0
+	start := time.Now()
+	for b.Loop() {
+		c := *template[n%turns]
+		c.EpisodeID = fmt.Sprintf("ep-%d", n/turns)
+		c.CallID = fmt.Sprintf("%s-%d", c.EpisodeID, n%turns)
+		writeT(b, s, &c)
+		n++
+	}
+	b.ReportMetric(float64(n)/time.Since(start).Seconds(), "calls/s")
+	b.ReportMetric(float64(segBytes(b, dir))/float64(n), "disk-B/call")
+}

@@ -1,0 +1,231 @@
+package embedded
+
+import (
+	"cmp"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/orchard-rl/orchard/recorder"
+)
+
+// view runs fn with the index current: for a read-only store it first scans
+// what the writer appended since the last read.
+func (s *Store) view(fn func() error) error {
+	if s.readOnly {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.closed {
+			return ErrClosed
+		}
+		if err := s.refreshLocked(); err != nil {
+			return err
+		}
+		return fn()
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return ErrClosed
+	}
+	return fn()
+}
+
+// listKey orders episodes oldest first: by creation (or first call) time,
+// then id.
+type listKey struct {
+	at time.Time
+	id string
+}
+
+func (k listKey) compare(o listKey) int {
+	if c := k.at.Compare(o.at); c != 0 {
+		return c
+	}
+	return cmp.Compare(k.id, o.id)
+}
+
+// encodeCursor makes the opaque cursor that resumes a listing after k.
+func encodeCursor(k listKey) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(k.at.UnixNano(), 10) + ":" + k.id))
+}
+
+func decodeCursor(c string) (listKey, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(c)
+	if err == nil {
+		if ns, id, ok := strings.Cut(string(raw), ":"); ok {
+			if n, err := strconv.ParseInt(ns, 10, 64); err == nil {
+				return listKey{at: time.Unix(0, n), id: id}, nil
+			}
+		}
+	}
+	return listKey{}, fmt.Errorf("invalid cursor %q", c)
+}
+
+// ListEpisodes returns the summaries matching f, oldest first (by
+// CreatedAt, which is the first call's start for episodes that only have
+// calls), and the cursor of the next page, "" after the last.
+func (s *Store) ListEpisodes(ctx context.Context, f recorder.Filter) ([]recorder.EpisodeSummary, string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, "", err
+	}
+	var after *listKey
+	if f.Cursor != "" {
+		k, err := decodeCursor(f.Cursor)
+		if err != nil {
+			return nil, "", err
+		}
+		after = &k
+	}
+	var out []recorder.EpisodeSummary
+	err := s.view(func() error {
+		for _, st := range s.idx.eps {
+			sum := st.summary()
+			if matches(&sum, f) && (after == nil || (listKey{sum.CreatedAt, sum.ID}).compare(*after) > 0) {
+				out = append(out, sum)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	slices.SortFunc(out, func(a, b recorder.EpisodeSummary) int {
+		return listKey{a.CreatedAt, a.ID}.compare(listKey{b.CreatedAt, b.ID})
+	})
+	if f.Limit > 0 && len(out) > f.Limit {
+		out = out[:f.Limit]
+		last := out[len(out)-1]
+		return out, encodeCursor(listKey{last.CreatedAt, last.ID}), nil
+	}
+	return out, "", nil
+}
+
+// matches reports whether sum passes f's filters (not its paging).
+func matches(sum *recorder.EpisodeSummary, f recorder.Filter) bool {
+	return (f.TaskID == "" || sum.TaskID == f.TaskID) &&
+		(f.GroupID == "" || sum.GroupID == f.GroupID) &&
+		(f.Status == "" || sum.Status == f.Status) &&
+		(f.Since.IsZero() || !sum.CreatedAt.Before(f.Since))
+}
+
+// Episode returns one episode's summary or [recorder.ErrNotFound].
+func (s *Store) Episode(ctx context.Context, id string) (*recorder.EpisodeSummary, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var sum *recorder.EpisodeSummary
+	err := s.view(func() error {
+		st := s.idx.eps[id]
+		if st == nil {
+			return fmt.Errorf("episode %s: %w", id, recorder.ErrNotFound)
+		}
+		v := st.summary()
+		sum = &v
+		return nil
+	})
+	return sum, err
+}
+
+// snapshot copies what a read needs out of the index, so that the frames
+// can be read without holding the lock.
+type snapshot struct {
+	locs  []loc
+	files map[int]*os.File
+}
+
+func (s *Store) snapshot(id string, pick func(*episodeState) []loc) (snapshot, error) {
+	var snap snapshot
+	err := s.view(func() error {
+		st := s.idx.eps[id]
+		if st == nil {
+			return fmt.Errorf("episode %s: %w", id, recorder.ErrNotFound)
+		}
+		snap.locs = pick(st)
+		snap.files = make(map[int]*os.File, len(s.files))
+		for n, f := range s.files {
+			snap.files[n] = f
+		}
+		return nil
+	})
+	return snap, err
+}
+
+func callLocs(st *episodeState) []loc {
+	out := make([]loc, len(st.calls))
+	for i, c := range st.calls {
+		out[i] = c.at
+	}
+	return out
+}
+
+// Calls returns an episode's calls ordered by (StartedAt, CallID), with Seq
+// numbered 1..n in that order, or [recorder.ErrNotFound].
+func (s *Store) Calls(ctx context.Context, episodeID string) ([]*recorder.Call, error) {
+	snap, err := s.snapshot(episodeID, callLocs)
+	if err != nil {
+		return nil, err
+	}
+	blocks := map[recorder.BlockHash][]byte{}
+	src := func(h recorder.BlockHash) ([]byte, bool) { b, ok := blocks[h]; return b, ok }
+	dec := recorder.NewEpisodeDecoder()
+	calls := make([]*recorder.Call, 0, len(snap.locs))
+	for _, l := range snap.locs {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		p, err := readFrame(snap.files[l.seg], l.off)
+		if err != nil {
+			return nil, fmt.Errorf("episode %s: %w", episodeID, err)
+		}
+		docBytes, bs, err := recorder.Unpack(p[l.body:])
+		if err != nil {
+			return nil, fmt.Errorf("episode %s: %w", episodeID, err)
+		}
+		for _, b := range bs {
+			blocks[b.Hash] = b.Data
+		}
+		c, err := dec.Decode(docBytes, src)
+		if err != nil {
+			return nil, fmt.Errorf("episode %s: %w", episodeID, err)
+		}
+		calls = append(calls, c)
+	}
+	slices.SortStableFunc(calls, func(a, b *recorder.Call) int {
+		if c := a.StartedAt.Compare(b.StartedAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.CallID, b.CallID)
+	})
+	for i, c := range calls {
+		c.Seq = int64(i + 1)
+	}
+	return calls, nil
+}
+
+// Events returns an episode's events in order, or [recorder.ErrNotFound].
+func (s *Store) Events(ctx context.Context, episodeID string) ([]*recorder.Event, error) {
+	snap, err := s.snapshot(episodeID, func(st *episodeState) []loc { return slices.Clone(st.events) })
+	if err != nil {
+		return nil, err
+	}
+	evs := make([]*recorder.Event, 0, len(snap.locs))
+	for _, l := range snap.locs {
+		p, err := readFrame(snap.files[l.seg], l.off)
+		if err != nil {
+			return nil, fmt.Errorf("episode %s events: %w", episodeID, err)
+		}
+		ev := new(recorder.Event)
+		if err := json.Unmarshal(p[l.body:], ev); err != nil {
+			return nil, fmt.Errorf("episode %s events: %w: %w", episodeID, recorder.ErrCorrupt, err)
+		}
+		evs = append(evs, ev)
+	}
+	return evs, nil
+}

@@ -1,0 +1,211 @@
+package embedded
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/orchard-rl/orchard/recorder"
+)
+
+func TestRoundTripFixtures(t *testing.T) {
+	files, err := filepath.Glob("../../testdata/harness-requests/*.jsonl")
+	if err != nil || len(files) != 4 {
+		t.Fatalf("fixtures: %v, %d files", err, len(files))
+	}
+	dir := t.TempDir()
+	s := openT(t, dir, Options{})
+	want := map[string][]*recorder.Call{}
+	for _, name := range files {
+		ep := filepath.Base(name)
+		want[ep] = fixtureCalls(t, name, ep)
+		for _, c := range want[ep] {
+			writeT(t, s, c) // one call per batch, as a live proxy would
+		}
+	}
+	for ep, w := range want {
+		assertCalls(t, callsT(t, s, ep), w)
+	}
+	s.Close()
+	s = openT(t, dir, Options{}) // and again from disk
+	for ep, w := range want {
+		assertCalls(t, callsT(t, s, ep), w)
+	}
+}
+
+func fixtureCalls(t *testing.T, name, ep string) []*recorder.Call {
+	t.Helper()
+	f, err := os.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 64<<20)
+	var out []*recorder.Call
+	for sc.Scan() {
+		var line struct {
+			Path string          `json:"path"`
+			Body json.RawMessage `json:"body"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+			t.Fatal(err)
+		}
+		if len(line.Body) == 0 {
+			continue
+		}
+		c := chatEpisode(ep, len(out)+1, 10)[len(out)]
+		c.Path, c.Request = line.Path, line.Body
+		out = append(out, c)
+	}
+	return out
+}
+
+// TestStorageSize is issue 2's storage acceptance: a 200-turn episode whose
+// request grows to ~100 KB stores less than 1.5x its final request, measured
+// on the segment files.
+func TestStorageSize(t *testing.T) {
+	dir := t.TempDir()
+	s := openT(t, dir, Options{NoSync: true})
+	calls := chatEpisode("ep-long", 200, 500)
+	for _, c := range calls {
+		writeT(t, s, c)
+	}
+	final := len(calls[len(calls)-1].Request)
+	if final < 95_000 {
+		t.Fatalf("final request is %d bytes, want ~100 KB", final)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	disk := segBytes(t, dir)
+	t.Logf("200 turns, final request %d B, stored %d B (%.2fx)", final, disk, float64(disk)/float64(final))
+	if disk >= int64(final)*3/2 {
+		t.Fatalf("stored %d bytes, want < %d (1.5x the final request)", disk, final*3/2)
+	}
+	assertCalls(t, callsT(t, openT(t, dir, Options{}), "ep-long"), calls)
+}
+
+func TestIdempotent(t *testing.T) {
+	dir := t.TempDir()
+	s := openT(t, dir, Options{})
+	calls := chatEpisode("ep", 5, 200)
+	writeT(t, s, calls[0], calls[1], calls[0]) // duplicate inside a batch
+	size := segBytes(t, dir)
+	writeT(t, s, calls[1], calls[0]) // a replay stores nothing
+	if got := segBytes(t, dir); got != size {
+		t.Fatalf("replay grew the log from %d to %d bytes", size, got)
+	}
+	writeT(t, s, calls...)
+	s.Close()
+	s = openT(t, dir, Options{})
+	writeT(t, s, calls[3], calls[4]) // still known after reopen
+	assertCalls(t, callsT(t, s, "ep"), calls)
+	if sum, err := s.Episode(context.Background(), "ep"); err != nil || sum.Calls != 5 {
+		t.Fatalf("Episode = %+v, %v; want 5 calls", sum, err)
+	}
+}
+
+func TestTornTail(t *testing.T) {
+	dir := t.TempDir()
+	s := openT(t, dir, Options{})
+	calls := chatEpisode("ep", 6, 300)
+	writeT(t, s, calls[:3]...)
+	s.Close()
+	seg := segPath(dir, 1)
+	good := segBytes(t, dir)
+	for _, tail := range [][]byte{
+		{0x40, 0, 0, 0, 1, 2},                        // header cut short
+		appendFrame(nil, []byte("cxyz"))[:9],         // payload cut short
+		{4, 0, 0, 0, 0, 0, 0, 0, 'c', 'x', 'y', 'z'}, // bad checksum
+	} {
+		f, err := os.OpenFile(seg, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Write(tail)
+		f.Close()
+		r, err := OpenReadOnly(dir) // a reader waits at the torn frame
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertCalls(t, callsT(t, r, "ep"), calls[:3])
+		r.Close()
+		s = openT(t, dir, Options{})
+		if got := segBytes(t, dir); got != good {
+			t.Fatalf("after reopen the log is %d bytes, want %d (torn tail cut)", got, good)
+		}
+		s.Close()
+	}
+	s = openT(t, dir, Options{})
+	writeT(t, s, calls[3:]...)
+	s.Close()
+	assertCalls(t, callsT(t, openT(t, dir, Options{}), "ep"), calls)
+}
+
+func TestLocking(t *testing.T) {
+	dir := t.TempDir()
+	s := openT(t, dir, Options{})
+	if _, err := Open(dir, Options{}); !errors.Is(err, ErrLocked) {
+		t.Fatalf("second Open error = %v, want ErrLocked", err)
+	}
+	r, err := OpenReadOnly(dir)
+	if err != nil {
+		t.Fatalf("OpenReadOnly beside a writer: %v", err)
+	}
+	defer r.Close()
+	if err := r.WriteCalls(context.Background(), chatEpisode("ep", 1, 10)); !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("read-only WriteCalls error = %v, want ErrReadOnly", err)
+	}
+	s.Close()
+	s2 := openT(t, dir, Options{}) // the lock is released by Close
+	s2.Close()
+	if err := s2.PutEpisode(context.Background(), &recorder.Episode{ID: "x"}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("PutEpisode after Close error = %v, want ErrClosed", err)
+	}
+	if _, err := OpenReadOnly(filepath.Join(dir, "missing")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("OpenReadOnly(missing) error = %v, want fs.ErrNotExist", err)
+	}
+}
+
+// TestReaderFollowsRotation checks that a reader opened early sees frames
+// appended later, across segment rotations.
+func TestReaderFollowsRotation(t *testing.T) {
+	dir := t.TempDir()
+	s := openT(t, dir, Options{SegmentBytes: 4 << 10, NoSync: true})
+	r, err := OpenReadOnly(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	calls := chatEpisode("ep", 30, 400)
+	for i, c := range calls {
+		writeT(t, s, c)
+		assertCalls(t, callsT(t, r, "ep"), calls[:i+1])
+	}
+	if segs, _ := listSegments(dir); len(segs) < 3 {
+		t.Fatalf("%d segments, want rotation to have made >= 3", len(segs))
+	}
+}
+
+func TestWriteCallsRejectsMissingID(t *testing.T) {
+	s := openT(t, t.TempDir(), Options{})
+	c := chatEpisode("ep", 1, 10)[0]
+	c.CallID = ""
+	if err := s.WriteCalls(context.Background(), []*recorder.Call{c}); err == nil {
+		t.Fatal("WriteCalls accepted a call without call_id")
+	}
+	c = chatEpisode("", 1, 10)[0]
+	writeT(t, s, c)
+	if got := callsT(t, s, recorder.Unattributed); len(got) != 1 || got[0].EpisodeID != recorder.Unattributed {
+		t.Fatalf("call without episode stored as %+v, want under %q", got, recorder.Unattributed)
+	}
+	if c.EpisodeID != "" {
+		t.Fatal("WriteCalls modified its input")
+	}
+}

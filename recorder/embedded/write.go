@@ -1,0 +1,182 @@
+package embedded
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/orchard-rl/orchard/recorder"
+)
+
+// WriteCalls durably stores calls: it returns after they are fsynced.
+// A call whose CallID the episode already holds (or that appears twice in
+// calls) is skipped, so replays are exactly-once. A call without a CallID
+// is an error; one without an EpisodeID goes to [recorder.Unattributed].
+// The calls are not modified.
+func (s *Store) WriteCalls(ctx context.Context, calls []*recorder.Call) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for _, c := range calls {
+		if c == nil || c.CallID == "" {
+			return errors.New("write calls: call without call_id")
+		}
+	}
+	s.mu.Lock()
+	pos, err := s.writeCallsLocked(calls)
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return s.waitDurable(pos)
+}
+
+func (s *Store) writeCallsLocked(calls []*recorder.Call) (int64, error) {
+	if err := s.writableLocked(); err != nil {
+		return 0, err
+	}
+	var buf []byte
+	var frames []framed
+	touched := map[string]bool{}
+	inBatch := map[string]bool{}
+	for _, c := range calls {
+		ep := c.EpisodeID
+		if ep == "" {
+			ep = recorder.Unattributed
+		}
+		if st := s.idx.eps[ep]; inBatch[c.CallID] || (st != nil && has(st.callIDs, c.CallID)) {
+			continue
+		}
+		enc, err := s.encoderLocked(ep)
+		if err != nil {
+			return 0, err
+		}
+		touched[ep], inBatch[c.CallID] = true, true
+		if c.EpisodeID != ep {
+			cc := *c
+			cc.EpisodeID = ep
+			c = &cc
+		}
+		docBytes, blocks, err := enc.Encode(c)
+		if err != nil {
+			s.dropEncoders(touched)
+			return 0, fmt.Errorf("encode call %s: %w", c.CallID, err)
+		}
+		p := appendCallHeader(nil, callHeader{episode: ep, callID: c.CallID, started: c.StartedAt})
+		buf, frames = addFrame(buf, frames, recorder.Pack(p, docBytes, blocks))
+	}
+	if len(frames) == 0 {
+		return s.appended, nil
+	}
+	pos, err := s.appendLocked(buf, frames)
+	if err != nil {
+		s.dropEncoders(touched) // they think blocks were stored that were not
+	}
+	return pos, err
+}
+
+func has(m map[string]struct{}, k string) bool {
+	_, ok := m[k]
+	return ok
+}
+
+func (s *Store) dropEncoders(eps map[string]bool) {
+	for ep := range eps {
+		delete(s.encoders, ep)
+	}
+}
+
+// PutEpisode creates or replaces an episode's metadata. A zero CreatedAt
+// is set to now and an empty Status to "running" in what is stored.
+func (s *Store) PutEpisode(ctx context.Context, ep *recorder.Episode) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if ep == nil || ep.ID == "" {
+		return errors.New("put episode: episode without id")
+	}
+	e := *ep
+	if e.CreatedAt.IsZero() {
+		e.CreatedAt = time.Now().UTC()
+	}
+	if e.Status == "" {
+		e.Status = recorder.StatusRunning
+	}
+	p, err := json.Marshal(&e)
+	if err != nil {
+		return fmt.Errorf("put episode %s: %w", ep.ID, err)
+	}
+	return s.appendOne(append([]byte{typeEpisode}, p...))
+}
+
+// AppendEvent stores ev after the episode's earlier events, with Seq set to
+// the returned 1-based number and a zero At set to now; ev itself is not
+// modified.
+func (s *Store) AppendEvent(ctx context.Context, ev *recorder.Event) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if ev == nil || ev.EpisodeID == "" {
+		return 0, errors.New("append event: event without episode_id")
+	}
+	e := *ev
+	if e.At.IsZero() {
+		e.At = time.Now().UTC()
+	}
+	s.mu.Lock()
+	e.Seq = 1
+	if st := s.idx.eps[e.EpisodeID]; st != nil {
+		e.Seq = int64(len(st.events)) + 1
+	}
+	p, err := json.Marshal(&e)
+	if err != nil {
+		s.mu.Unlock()
+		return 0, fmt.Errorf("append event to %s: %w", e.EpisodeID, err)
+	}
+	buf, frames := addFrame(nil, nil, append([]byte{typeEvent}, p...))
+	pos, err := s.appendLocked(buf, frames)
+	s.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	return e.Seq, s.waitDurable(pos)
+}
+
+// DeleteEpisode tombstones an episode: its calls, events and metadata
+// disappear from every read, here and in readers. It returns
+// [recorder.ErrNotFound] for an unknown episode.
+func (s *Store) DeleteEpisode(ctx context.Context, id string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if err := s.writableLocked(); err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	if s.idx.eps[id] == nil {
+		s.mu.Unlock()
+		return fmt.Errorf("delete episode %s: %w", id, recorder.ErrNotFound)
+	}
+	delete(s.encoders, id)
+	buf, frames := addFrame(nil, nil, append([]byte{typeDelete}, id...))
+	pos, err := s.appendLocked(buf, frames)
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return s.waitDurable(pos)
+}
+
+func (s *Store) appendOne(payload []byte) error {
+	buf, frames := addFrame(nil, nil, payload)
+	s.mu.Lock()
+	pos, err := s.appendLocked(buf, frames)
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return s.waitDurable(pos)
+}

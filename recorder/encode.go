@@ -1,0 +1,302 @@
+package recorder
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// encoderWindow is how many recent calls an encoder considers as the base
+// of a new call. Interleaved threads (subagents) further apart than this
+// only cost one full ref list each time they resume.
+const encoderWindow = 16
+
+// EpisodeEncoder turns the calls of one episode into call documents and
+// blocks. With dedup on, a call's large top-level values become
+// content-addressed blocks shared within the episode, and each array
+// field's ref list, like the prompt token ids, is stored as "the first k
+// entries of base call B's, then these". A 200-turn episode thus costs
+// O(turns) bytes instead of O(turns²).
+//
+// An encoder holds the episode's dedup state and is not safe for concurrent
+// use. Encode assumes the backend durably stores every document and block
+// it returns, in order; if a write fails, drop the encoder and rebuild one
+// with [EpisodeEncoder.Observe] from what was stored. Several writers of the
+// same episode may each keep their own encoder: documents name their base
+// by call id, so they stay decodable in storage order.
+type EpisodeEncoder struct {
+	dedup bool
+	known map[BlockHash]struct{}
+	hist  history
+}
+
+// NewEpisodeEncoder returns an encoder for one episode. With dedup false,
+// documents hold their bodies literally and reference no block.
+func NewEpisodeEncoder(dedup bool) *EpisodeEncoder {
+	return &EpisodeEncoder{dedup: dedup, known: map[BlockHash]struct{}{}}
+}
+
+// Encode returns c's call document and the blocks it references that the
+// episode did not have yet. The returned slices share no memory with the
+// encoder but block data aliases c.Request and c.Response.
+func (e *EpisodeEncoder) Encode(c *Call) (docBytes []byte, newBlocks []Block, err error) {
+	meta, err := marshalMeta(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	d := doc{callID: c.CallID, meta: meta, usage: c.Usage, hasUsage: c.Usage != nil}
+	d.req = e.cutBody(c.Request, requestKeys)
+	d.resp = e.cutBody(c.Response, responseKeys)
+	var prompt []int64
+	if c.Tokens != nil && c.Tokens.PromptIDs != nil {
+		d.hasToks, prompt = true, c.Tokens.PromptIDs
+	}
+	base := e.chooseBase(&d, prompt)
+	d.tokTail = prompt
+	var mm metaMap
+	if e.dedup {
+		if mm, err = parseMeta(meta); err != nil {
+			return nil, nil, err
+		}
+	}
+	if base != nil {
+		set, del := mm.diff(base.meta)
+		d.metaDelta, d.metaDel = true, del
+		for _, k := range set {
+			d.metaSet = append(d.metaSet, [2]string{k, mm[k]})
+		}
+		d.base = e.hist.order[e.baseIndex(base)]
+		d.req.prefix = fieldPrefixes(d.req.split.fields, base.req)
+		d.resp.prefix = fieldPrefixes(d.resp.split.fields, base.resp)
+		d.req.sameLayout(base.layouts[0])
+		d.resp.sameLayout(base.layouts[1])
+		d.tokPrefix = commonPrefix(base.toks, prompt)
+		d.tokTail = prompt[d.tokPrefix:]
+	}
+	newBlocks = e.collectNew(&d.req, newBlocks)
+	newBlocks = e.collectNew(&d.resp, newBlocks)
+	e.remember(c.CallID, &d, c.Tokens, mm)
+	return d.appendTo(nil), newBlocks, nil
+}
+
+// Observe feeds a stored document of this episode to the encoder, so that an
+// encoder rebuilt after a restart (or a failed write) deduplicates against
+// what is already stored. Documents must be observed in storage order.
+func (e *EpisodeEncoder) Observe(docBytes []byte) error {
+	d, err := parseDoc(docBytes)
+	if err != nil {
+		return err
+	}
+	refs, err := resolveRefs(&d, e.hist.byID)
+	if err != nil {
+		return err
+	}
+	var meta struct {
+		Tokens *struct {
+			CompletionIDs []int64 `json:"completion_ids"`
+		} `json:"tokens"`
+	}
+	if err := json.Unmarshal(d.meta, &meta); err != nil {
+		return fmt.Errorf("call %s metadata: %w: %w", d.callID, ErrCorrupt, err)
+	}
+	if meta.Tokens != nil {
+		refs.addCompletion(meta.Tokens.CompletionIDs)
+	}
+	for _, f := range d.req.split.fields {
+		e.markKnown(f.refs)
+	}
+	for _, f := range d.resp.split.fields {
+		e.markKnown(f.refs)
+	}
+	e.hist.add(d.callID, refs)
+	return nil
+}
+
+func (e *EpisodeEncoder) markKnown(hs []BlockHash) {
+	for _, h := range hs {
+		e.known[h] = struct{}{}
+	}
+}
+
+func (e *EpisodeEncoder) cutBody(body []byte, keys map[string]bool) docBody {
+	switch {
+	case body == nil:
+		return docBody{kind: bodyAbsent}
+	case !e.dedup:
+		return docBody{kind: bodyLiteral, literal: body}
+	}
+	s, ok := splitBody(body, keys)
+	if !ok {
+		return docBody{kind: bodyLiteral, literal: body}
+	}
+	return docBody{kind: bodySplit, split: s, prefix: make([]int, len(s.fields)), layout: appendLayout(nil, s)}
+}
+
+// sameLayout switches a split body to bodySame when its layout is the
+// base's: agent requests keep their skeleton (model, stream, options) from
+// turn to turn, and only the refs change.
+func (b *docBody) sameLayout(base []byte) {
+	if b.kind == bodySplit && base != nil && string(b.layout) == string(base) {
+		b.kind = bodySame
+	}
+}
+
+// chooseBase picks, among the recent calls, the one sharing the longest
+// ref and token prefixes with d, or nil when none shares anything.
+func (e *EpisodeEncoder) chooseBase(d *doc, prompt []int64) *callRefs {
+	if !e.dedup {
+		return nil
+	}
+	var best *callRefs
+	bestScore := 0
+	for i := len(e.hist.order) - 1; i >= 0; i-- {
+		cand := e.hist.byID[e.hist.order[i]]
+		score := commonPrefix(cand.toks, prompt)
+		for _, f := range d.req.split.fields {
+			score += commonPrefix(cand.req[f.key], f.refs) * 16 // a ref is worth 16 bytes, a token id ~2
+		}
+		for _, f := range d.resp.split.fields {
+			score += commonPrefix(cand.resp[f.key], f.refs) * 16
+		}
+		if score > bestScore {
+			best, bestScore = cand, score
+		}
+	}
+	return best
+}
+
+func (e *EpisodeEncoder) baseIndex(base *callRefs) int {
+	for i, id := range e.hist.order {
+		if e.hist.byID[id] == base {
+			return i
+		}
+	}
+	panic("recorder: base call missing from history") // unreachable: chooseBase returns a history entry
+}
+
+func fieldPrefixes(fs []field, base map[string][]BlockHash) []int {
+	p := make([]int, len(fs))
+	for i, f := range fs {
+		if !f.whole {
+			p[i] = commonPrefix(base[f.key], f.refs)
+		}
+	}
+	return p
+}
+
+func (e *EpisodeEncoder) collectNew(b *docBody, out []Block) []Block {
+	for _, f := range b.split.fields {
+		for i, h := range f.refs {
+			if _, ok := e.known[h]; ok {
+				continue
+			}
+			e.known[h] = struct{}{}
+			out = append(out, Block{Hash: h, Data: f.data[i]})
+		}
+	}
+	return out
+}
+
+func (e *EpisodeEncoder) remember(id string, d *doc, t *Tokens, mm metaMap) {
+	if !e.dedup {
+		return
+	}
+	r := &callRefs{req: arrayRefs(d.req.split.fields), resp: arrayRefs(d.resp.split.fields), meta: mm,
+		layouts: [2][]byte{d.req.layout, d.resp.layout}}
+	if t != nil {
+		r.toks = append(append(make([]int64, 0, len(t.PromptIDs)+len(t.CompletionIDs)), t.PromptIDs...), t.CompletionIDs...)
+	}
+	e.hist.add(id, r)
+	e.hist.trim(encoderWindow)
+}
+
+func arrayRefs(fs []field) map[string][]BlockHash {
+	m := make(map[string][]BlockHash, len(fs))
+	for _, f := range fs {
+		if !f.whole {
+			m[f.key] = f.refs
+		}
+	}
+	return m
+}
+
+// resolveRefs completes d's array fields with the prefixes taken from its
+// base call and returns the refs later calls may delta against.
+// It also completes d.meta from the base. The returned toks hold the prompt
+// ids only until the caller adds the completion ids (addCompletion).
+func resolveRefs(d *doc, hist map[string]*callRefs) (*callRefs, error) {
+	var base *callRefs
+	if d.base != "" {
+		base = hist[d.base]
+		if base == nil {
+			return nil, fmt.Errorf("call %s: base call %s not seen before it: %w", d.callID, d.base, ErrCorrupt)
+		}
+	} else {
+		base = &callRefs{}
+	}
+	if err := resolveLayout(&d.req, base.layouts[0]); err != nil {
+		return nil, fmt.Errorf("call %s request: %w", d.callID, err)
+	}
+	if err := resolveLayout(&d.resp, base.layouts[1]); err != nil {
+		return nil, fmt.Errorf("call %s response: %w", d.callID, err)
+	}
+	if err := resolveBody(&d.req, base.req); err != nil {
+		return nil, fmt.Errorf("call %s request: %w", d.callID, err)
+	}
+	if err := resolveBody(&d.resp, base.resp); err != nil {
+		return nil, fmt.Errorf("call %s response: %w", d.callID, err)
+	}
+	r := &callRefs{req: arrayRefs(d.req.split.fields), resp: arrayRefs(d.resp.split.fields),
+		layouts: [2][]byte{d.req.layout, d.resp.layout}}
+	if err := resolveMeta(d, base, r); err != nil {
+		return nil, err
+	}
+	if d.tokPrefix > len(base.toks) {
+		return nil, fmt.Errorf("call %s: token prefix %d past base's %d: %w", d.callID, d.tokPrefix, len(base.toks), ErrCorrupt)
+	}
+	if d.hasToks {
+		r.toks = append(append(make([]int64, 0, d.tokPrefix+len(d.tokTail)), base.toks[:d.tokPrefix]...), d.tokTail...)
+	}
+	return r, nil
+}
+
+// addCompletion appends a call's completion ids to its token sequence, which
+// later calls' prompts extend.
+func (r *callRefs) addCompletion(ids []int64) {
+	if len(ids) > 0 {
+		r.toks = append(r.toks, ids...)
+	}
+}
+
+// resolveMeta sets d.meta to the full metadata JSON and r.meta to its map.
+func resolveMeta(d *doc, base, r *callRefs) error {
+	if !d.metaDelta {
+		m, err := parseMeta(d.meta)
+		if err != nil {
+			return fmt.Errorf("call %s: %w", d.callID, err)
+		}
+		r.meta = m
+		return nil
+	}
+	if base.meta == nil {
+		return fmt.Errorf("call %s: metadata delta without a base: %w", d.callID, ErrCorrupt)
+	}
+	r.meta = base.meta.patch(d.metaSet, d.metaDel)
+	d.meta = r.meta.json()
+	return nil
+}
+
+func resolveBody(b *docBody, base map[string][]BlockHash) error {
+	for i := range b.split.fields {
+		f := &b.split.fields[i]
+		k := b.prefix[i]
+		if k == 0 {
+			continue
+		}
+		src := base[f.key]
+		if k > len(src) {
+			return fmt.Errorf("field %s: prefix %d past base's %d refs: %w", f.key, k, len(src), ErrCorrupt)
+		}
+		f.refs = append(append(make([]BlockHash, 0, k+len(f.refs)), src[:k]...), f.refs...)
+	}
+	return nil
+}

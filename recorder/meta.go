@@ -1,0 +1,80 @@
+package recorder
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/tidwall/gjson"
+)
+
+// A call's metadata (every field but the bodies, usage and prompt ids) is
+// JSON whose values mostly repeat from call to call: schema, api, model,
+// upstream, harness. A document with a base stores only the top-level keys
+// whose raw value differs from the base's, and the keys it lacks.
+
+// metaMap is metadata split into top-level keys and raw JSON values.
+type metaMap map[string]string
+
+func parseMeta(meta []byte) (metaMap, error) {
+	if !json.Valid(meta) || !gjson.ParseBytes(meta).IsObject() {
+		return nil, fmt.Errorf("metadata is not a JSON object: %w", ErrCorrupt)
+	}
+	m := metaMap{}
+	gjson.ParseBytes(meta).ForEach(func(k, v gjson.Result) bool {
+		m[k.Str] = v.Raw
+		return true
+	})
+	return m, nil
+}
+
+// diff returns the entries of m that base lacks or holds differently, and
+// the keys of base that m lacks, both sorted.
+func (m metaMap) diff(base metaMap) (set []string, del []string) {
+	for k, v := range m {
+		if bv, ok := base[k]; !ok || bv != v {
+			set = append(set, k)
+		}
+	}
+	for k := range base {
+		if _, ok := m[k]; !ok {
+			del = append(del, k)
+		}
+	}
+	slices.Sort(set)
+	slices.Sort(del)
+	return set, del
+}
+
+// patch returns base with set applied and del removed.
+func (base metaMap) patch(set [][2]string, del []string) metaMap {
+	m := make(metaMap, len(base)+len(set))
+	for k, v := range base {
+		m[k] = v
+	}
+	for _, kv := range set {
+		m[kv[0]] = kv[1]
+	}
+	for _, k := range del {
+		delete(m, k)
+	}
+	return m
+}
+
+// json returns m as a JSON object with sorted keys.
+func (m metaMap) json() []byte {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	out := []byte{'{'}
+	for i, k := range keys {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		kb, _ := json.Marshal(k) // a string always marshals
+		out = append(append(append(out, kb...), ':'), m[k]...)
+	}
+	return append(out, '}')
+}

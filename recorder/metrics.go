@@ -1,0 +1,40 @@
+package recorder
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// pipelineMetrics are the pipeline's counters. They are plain collectors,
+// registered by whoever owns the registry (no global registry here).
+type pipelineMetrics struct {
+	queued, written, spilled, replayed prometheus.Counter
+	latency                            prometheus.Histogram
+	collectors                         []prometheus.Collector
+}
+
+func newPipelineMetrics(p *Pipeline) *pipelineMetrics {
+	counter := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "orchard", Subsystem: "recorder", Name: name, Help: help})
+	}
+	m := &pipelineMetrics{
+		queued:   counter("queued_total", "Calls accepted into the in-memory queue."),
+		written:  counter("written_total", "Calls written to the store from the queue."),
+		spilled:  counter("spilled_total", "Calls appended to the local spill file."),
+		replayed: counter("replayed_total", "Calls written to the store from the spill file."),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "orchard", Subsystem: "recorder", Name: "write_duration_seconds",
+			Help:    "Duration of store writes (one batch each), failed ones included.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}),
+	}
+	queueLen := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "orchard", Subsystem: "recorder", Name: "queue_length", Help: "Calls waiting in the in-memory queue.",
+	}, func() float64 { return float64(len(p.queue)) })
+	spillBytes := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "orchard", Subsystem: "recorder", Name: "spill_pending_bytes", Help: "Bytes of the spill file not yet replayed.",
+	}, func() float64 {
+		p.spill.mu.Lock()
+		defer p.spill.mu.Unlock()
+		return float64(p.spill.end - p.spill.off)
+	})
+	m.collectors = []prometheus.Collector{m.queued, m.written, m.spilled, m.replayed, m.latency, queueLen, spillBytes}
+	return m
+}

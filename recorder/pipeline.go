@@ -1,0 +1,190 @@
+package recorder
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Writer is the part of a [Store] the pipeline needs. WriteCalls must be
+// idempotent by CallID: the pipeline may hand it a call again after a
+// failure or a slow write.
+type Writer interface {
+	WriteCalls(ctx context.Context, calls []*Call) error
+}
+
+// PipelineOptions configure a [Pipeline]. Zero fields take their defaults.
+type PipelineOptions struct {
+	// SpillDir holds the spill file (spill.log) and its replay offset
+	// (spill.off). Required; use a directory on local disk.
+	SpillDir string
+	// QueueSize is the capacity of the in-memory queue. Default 4096.
+	QueueSize int
+	// BatchSize is the most calls per store write. Default 64.
+	BatchSize int
+	// BatchDelay is how long a partial batch waits for more calls. Default 10ms.
+	BatchDelay time.Duration
+	// SlowAfter is how long a store write may run before its calls (and all
+	// that follow until the spill is replayed) also go to the spill file,
+	// so that a hung store cannot hold records only in memory. Default 500ms.
+	SlowAfter time.Duration
+	// WriteTimeout is the deadline of one store write. Default 10s.
+	WriteTimeout time.Duration
+	// RetryInterval is how often a failing store is retried. Default 1s.
+	RetryInterval time.Duration
+	// SyncInterval is how often the spill file is fsynced (group fsync).
+	// Default 100ms.
+	SyncInterval time.Duration
+	// Logger receives store failures and recoveries. Nil discards.
+	Logger *slog.Logger
+}
+
+func (o *PipelineOptions) setDefaults() {
+	def := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	if o.QueueSize <= 0 {
+		o.QueueSize = 4096
+	}
+	if o.BatchSize <= 0 {
+		o.BatchSize = 64
+	}
+	def(&o.BatchDelay, 10*time.Millisecond)
+	def(&o.SlowAfter, 500*time.Millisecond)
+	def(&o.WriteTimeout, 10*time.Second)
+	def(&o.RetryInterval, time.Second)
+	def(&o.SyncInterval, 100*time.Millisecond)
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Pipeline carries calls from the proxy to a store without making the
+// proxy wait and without losing one. [Pipeline.Record] puts a call on a
+// bounded queue that a writer goroutine drains in batches. When the queue
+// is full, or the store fails or is slow, calls go to an append-only spill
+// file instead, which is replayed in order once the store answers again;
+// a spill file left by an earlier process is replayed on start-up.
+//
+// Start runs the writer. Record is safe for concurrent use, before, during
+// and after Start.
+type Pipeline struct {
+	store Writer
+	opts  PipelineOptions
+	log   *slog.Logger
+	queue chan *Call
+	kick  chan struct{} // Record spilled a call: replay it soon
+	spill spill
+	m     *pipelineMetrics
+
+	mu      sync.RWMutex // guards following
+	started bool
+	stopped bool // the writer has stopped taking from the queue
+}
+
+// NewPipeline returns a pipeline writing to store. It panics if store is
+// nil or opts.SpillDir is empty.
+func NewPipeline(store Writer, opts PipelineOptions) *Pipeline {
+	if store == nil || opts.SpillDir == "" {
+		panic("recorder: NewPipeline needs a store and a SpillDir")
+	}
+	opts.setDefaults()
+	p := &Pipeline{
+		store: store, opts: opts, log: opts.Logger,
+		queue: make(chan *Call, opts.QueueSize), kick: make(chan struct{}, 1),
+		spill: spill{dir: opts.SpillDir},
+	}
+	p.m = newPipelineMetrics(p)
+	return p
+}
+
+// Collectors returns the pipeline's Prometheus collectors for the caller
+// to register: orchard_recorder_{queued,written,spilled,replayed}_total,
+// orchard_recorder_write_duration_seconds, orchard_recorder_queue_length
+// and orchard_recorder_spill_pending_bytes.
+func (p *Pipeline) Collectors() []prometheus.Collector { return p.m.collectors }
+
+// Record hands c to the pipeline. It never blocks on storage and never
+// drops c: if the queue is full, or the pipeline has stopped, c is appended
+// to the spill file at once. The pipeline keeps c: the caller must not
+// modify it (or anything it points to) afterwards. A call without a CallID
+// is given a random one.
+func (p *Pipeline) Record(c *Call) {
+	if c.CallID == "" {
+		c.CallID = randomCallID()
+	}
+	p.mu.RLock()
+	if !p.stopped {
+		select {
+		case p.queue <- c:
+			p.mu.RUnlock()
+			p.m.queued.Inc()
+			return
+		default:
+		}
+	}
+	p.mu.RUnlock()
+	if err := p.spill.append([]*Call{c}); err != nil {
+		p.log.Error("spill call", "call", c.CallID, "err", err)
+	}
+	p.m.spilled.Inc()
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+func randomCallID() string {
+	var b [12]byte
+	rand.Read(b[:]) // never fails (crypto/rand documents it)
+	return "call_" + hex.EncodeToString(b[:])
+}
+
+// Start replays a leftover spill file, then writes queued calls until ctx
+// is done. It then drains: queued calls go to the store, or to the spill
+// file if the store is failing, and the spill file is synced, before Start
+// returns nil. It returns an error only if the spill file cannot be opened
+// or Start was already called.
+func (p *Pipeline) Start(ctx context.Context) error {
+	p.mu.Lock()
+	if p.started {
+		p.mu.Unlock()
+		return errors.New("pipeline already started")
+	}
+	p.started = true
+	p.mu.Unlock()
+	if err := p.spill.open(); err != nil {
+		p.mu.Lock()
+		p.stopped = true
+		p.mu.Unlock()
+		p.drainQueueToSpill()
+		return err
+	}
+	l := newWriterLoop(p)
+	l.run(ctx)
+	return l.drain()
+}
+
+func (p *Pipeline) drainQueueToSpill() {
+	var calls []*Call
+	for {
+		select {
+		case c := <-p.queue:
+			calls = append(calls, c)
+		default:
+			if err := p.spill.append(calls); err != nil {
+				p.log.Error("spill calls at shutdown", "calls", len(calls), "err", err)
+			}
+			p.m.spilled.Add(float64(len(calls)))
+			return
+		}
+	}
+}

@@ -1,0 +1,146 @@
+package recorder
+
+import (
+	"bytes"
+
+	"github.com/tidwall/gjson"
+)
+
+// Top-level keys whose values are stored as content-addressed blocks. Agent
+// harnesses resend these every turn (issue 2 item 5), so each array element
+// becomes one block, and a large non-array value becomes a single block.
+var (
+	requestKeys  = map[string]bool{"messages": true, "input": true, "tools": true, "system": true, "instructions": true}
+	responseKeys = map[string]bool{"choices": true, "output": true, "content": true}
+)
+
+// minWholeBlock is the smallest non-array value worth a 16-byte reference.
+const minWholeBlock = 64
+
+// field is one top-level value cut out of a body. An array field keeps the
+// exact bytes around its elements (lead after '[', sep between elements,
+// trail before ']'); a whole field is one block.
+type field struct {
+	key              string
+	hole             int // offset in the skeleton where the value was cut out
+	whole            bool
+	lead, sep, trail []byte
+	refs             []BlockHash
+	data             [][]byte // block bytes aligned with refs; encode side only
+}
+
+// split is a body with its dedup fields cut out: skeleton plus fields in
+// increasing hole order. Joining them gives back the body byte for byte.
+type split struct {
+	skeleton []byte
+	fields   []field
+}
+
+// splitBody cuts the fields named in keys out of a JSON object body. It
+// reports false when the body is not an object or has no such field, in
+// which case the caller stores the body as a literal. Every cut is checked
+// to rebuild its span exactly, so malformed input can only lose dedup,
+// never bytes.
+func splitBody(body []byte, keys map[string]bool) (split, bool) {
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		return split{}, false
+	}
+	var s split
+	prev := 0
+	seen := map[string]bool{}
+	gjson.ParseBytes(body).ForEach(func(k, v gjson.Result) bool {
+		if !keys[k.Str] || seen[k.Str] {
+			return true
+		}
+		start, end := v.Index, v.Index+len(v.Raw)
+		if start < prev || end > len(body) || string(body[start:end]) != v.Raw {
+			return true // position unknown: leave the value in the skeleton
+		}
+		f, ok := cutField(body[start:end], v)
+		if !ok {
+			return true
+		}
+		seen[k.Str] = true
+		f.key = k.Str
+		s.skeleton = append(s.skeleton, body[prev:start]...)
+		f.hole = len(s.skeleton)
+		s.fields = append(s.fields, f)
+		prev = end
+		return true
+	})
+	if len(s.fields) == 0 {
+		return split{}, false
+	}
+	s.skeleton = append(s.skeleton, body[prev:]...)
+	return s, true
+}
+
+// cutField turns one value into a field, or reports false when it is too
+// small to be worth a block.
+func cutField(span []byte, v gjson.Result) (field, bool) {
+	if v.IsArray() {
+		if f, ok := cutArray(span, v); ok {
+			return f, true
+		}
+	} else if len(span) < minWholeBlock {
+		return field{}, false
+	}
+	if len(span) == 0 {
+		return field{}, false
+	}
+	return field{whole: true, refs: []BlockHash{HashBlock(span)}, data: [][]byte{span}}, true
+}
+
+// cutArray splits an array value into element blocks. It reports false for
+// empty arrays and for arrays whose separators differ (rare hand-formatted
+// JSON), which are kept as one whole block instead.
+func cutArray(span []byte, v gjson.Result) (field, bool) {
+	base := v.Index
+	var f field
+	pos := 1 // just after '['
+	ok := true
+	v.ForEach(func(_, el gjson.Result) bool {
+		s := el.Index - base
+		e := s + len(el.Raw)
+		if s < pos || e > len(span) || string(span[s:e]) != el.Raw {
+			ok = false
+			return false
+		}
+		gap := span[pos:s]
+		if len(f.refs) == 0 {
+			f.lead = gap
+		} else if len(f.refs) == 1 {
+			f.sep = gap
+		} else if !bytes.Equal(gap, f.sep) {
+			ok = false
+			return false
+		}
+		f.refs = append(f.refs, HashBlock(span[s:e]))
+		f.data = append(f.data, span[s:e])
+		pos = e
+		return true
+	})
+	if !ok || len(f.refs) == 0 || pos > len(span)-1 {
+		return field{}, false
+	}
+	f.trail = span[pos : len(span)-1]
+	if !bytes.Equal(joinArray(nil, f, f.data), span) {
+		return field{}, false
+	}
+	return f, true
+}
+
+// joinArray appends the array value of f, with elems as its elements.
+func joinArray(dst []byte, f field, elems [][]byte) []byte {
+	dst = append(dst, '[')
+	dst = append(dst, f.lead...)
+	for i, e := range elems {
+		if i > 0 {
+			dst = append(dst, f.sep...)
+		}
+		dst = append(dst, e...)
+	}
+	dst = append(dst, f.trail...)
+	return append(dst, ']')
+}

@@ -1,0 +1,127 @@
+package recorder
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// errShort is returned when an encoded document ends before a field does.
+var errShort = errors.New("truncated")
+
+// wbuf appends the primitives of the binary document format.
+type wbuf struct{ b []byte }
+
+func (w *wbuf) byte1(v byte)     { w.b = append(w.b, v) }
+func (w *wbuf) uvarint(v uint64) { w.b = binary.AppendUvarint(w.b, v) }
+func (w *wbuf) varint(v int64)   { w.b = binary.AppendVarint(w.b, v) }
+func (w *wbuf) hash(h BlockHash) { w.b = append(w.b, h[:]...) }
+func (w *wbuf) bytes(v []byte)   { w.uvarint(uint64(len(v))); w.b = append(w.b, v...) }
+func (w *wbuf) str(v string)     { w.uvarint(uint64(len(v))); w.b = append(w.b, v...) }
+func (w *wbuf) hashes(hs []BlockHash) {
+	w.uvarint(uint64(len(hs)))
+	for _, h := range hs {
+		w.hash(h)
+	}
+}
+
+// rbuf reads what wbuf wrote. Every read is bounds-checked against the
+// remaining input, so garbage yields an error, never a panic or a huge
+// allocation; the first error sticks and later reads return zero values.
+type rbuf struct {
+	b   []byte
+	err error
+}
+
+func (r *rbuf) fail(what string) {
+	if r.err == nil {
+		r.err = fmt.Errorf("read %s: %w", what, errShort)
+	}
+	r.b = nil
+}
+
+func (r *rbuf) byte1(what string) byte {
+	if len(r.b) < 1 {
+		r.fail(what)
+		return 0
+	}
+	v := r.b[0]
+	r.b = r.b[1:]
+	return v
+}
+
+func (r *rbuf) uvarint(what string) uint64 {
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.fail(what)
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *rbuf) varint(what string) int64 {
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.fail(what)
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+// count reads a length that announces n items of at least min bytes each,
+// rejecting counts the remaining input cannot hold.
+func (r *rbuf) count(what string, min int) int {
+	v := r.uvarint(what)
+	if r.err != nil || v > uint64(len(r.b)/min) {
+		r.fail(what)
+		return 0
+	}
+	return int(v)
+}
+
+func (r *rbuf) bytes(what string) []byte {
+	n := r.count(what, 1)
+	if r.err != nil {
+		return nil
+	}
+	v := r.b[:n:n]
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *rbuf) str(what string) string { return string(r.bytes(what)) }
+
+func (r *rbuf) hash(what string) BlockHash {
+	var h BlockHash
+	if len(r.b) < len(h) {
+		r.fail(what)
+		return h
+	}
+	copy(h[:], r.b)
+	r.b = r.b[len(h):]
+	return h
+}
+
+func (r *rbuf) hashes(what string) []BlockHash {
+	n := r.count(what, len(BlockHash{}))
+	if r.err != nil {
+		return nil
+	}
+	hs := make([]BlockHash, n)
+	for i := range hs {
+		hs[i] = r.hash(what)
+	}
+	return hs
+}
+
+// small reads a count or offset that must fit comfortably in an int.
+func (r *rbuf) small(what string) int {
+	v := r.uvarint(what)
+	if v > 1<<40 {
+		r.fail(what)
+		return 0
+	}
+	return int(v)
+}
