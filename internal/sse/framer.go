@@ -1,0 +1,126 @@
+package sse
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrTooLarge is returned when a single event grows past the configured
+// maximum size without being terminated by a blank line.
+var ErrTooLarge = errors.New("sse: event too large")
+
+// DefaultMaxEvent is the maximum event size used when none is given: 16 MiB.
+const DefaultMaxEvent = 16 << 20
+
+// Framer splits a byte stream into raw SSE events as the bytes arrive. It is
+// the proxy's hot-path splitter: it never copies an event out of its buffer and
+// allocates only when the buffer has to grow.
+//
+// Every byte written comes back out exactly once, in order: the concatenation
+// of all slices returned by [Framer.Next] followed by [Framer.Rest] equals the
+// concatenation of all writes. An event is a run of lines ended by a blank
+// line; line endings may be "\n", "\r\n" or "\r" (WHATWG SSE). A lone blank
+// line (for example extra separators) comes back as its own event.
+//
+// A Framer is not safe for concurrent use.
+type Framer struct {
+	buf   []byte
+	start int // first byte of the pending event
+	scan  int // bytes before scan, from start, contain no event end
+	lineS bool
+	max   int
+}
+
+// NewFramer returns a Framer whose pending (unterminated) event may grow to
+// max bytes; max <= 0 means [DefaultMaxEvent].
+func NewFramer(max int) *Framer {
+	if max <= 0 {
+		max = DefaultMaxEvent
+	}
+	return &Framer{max: max, lineS: true}
+}
+
+// Write appends p to the stream. It returns [ErrTooLarge] (and keeps nothing
+// of p) when the pending event would exceed the maximum size. Slices returned
+// earlier by Next are invalid after Write.
+func (f *Framer) Write(p []byte) (int, error) {
+	if f.start > 0 {
+		n := copy(f.buf, f.buf[f.start:])
+		f.buf = f.buf[:n]
+		f.scan -= f.start
+		f.start = 0
+	}
+	if len(f.buf)+len(p) > f.max {
+		return 0, fmt.Errorf("pending %d bytes + %d: %w", len(f.buf), len(p), ErrTooLarge)
+	}
+	f.buf = append(f.buf, p...)
+	return len(p), nil
+}
+
+// Next returns the next complete event, including its terminating blank line,
+// or nil when no complete event is buffered. The slice aliases the Framer's
+// buffer and is valid until the next Write.
+func (f *Framer) Next() []byte {
+	end, ok := f.findEnd(false)
+	if !ok {
+		return nil
+	}
+	ev := f.buf[f.start:end]
+	f.start, f.scan, f.lineS = end, end, true
+	return ev
+}
+
+// Flush is Next at end of stream: a trailing "\r" then counts as a complete
+// line ending, since no "\n" can follow it.
+func (f *Framer) Flush() []byte {
+	end, ok := f.findEnd(true)
+	if !ok {
+		return nil
+	}
+	ev := f.buf[f.start:end]
+	f.start, f.scan, f.lineS = end, end, true
+	return ev
+}
+
+// Rest returns the buffered bytes of an unterminated event (the final event of
+// a stream that did not end with a blank line) and empties the Framer.
+func (f *Framer) Rest() []byte {
+	r := f.buf[f.start:]
+	f.buf, f.start, f.scan, f.lineS = f.buf[:0], 0, 0, true
+	return r
+}
+
+// Buffered reports how many bytes are pending.
+func (f *Framer) Buffered() int { return len(f.buf) - f.start }
+
+// findEnd scans for the end of the pending event. lineS tracks whether the
+// scan position is at the start of a line, so resuming a scan is O(new bytes).
+func (f *Framer) findEnd(eof bool) (int, bool) {
+	b := f.buf
+	i := f.scan
+	for i < len(b) {
+		c := b[i]
+		if c != '\n' && c != '\r' {
+			f.lineS = false
+			i++
+			continue
+		}
+		// A line terminator: "\r\n", "\r" or "\n".
+		n := 1
+		if c == '\r' {
+			if i+1 == len(b) && !eof {
+				break // cannot tell "\r" from "\r\n" yet
+			}
+			if i+1 < len(b) && b[i+1] == '\n' {
+				n = 2
+			}
+		}
+		if f.lineS {
+			return i + n, true
+		}
+		f.lineS = true
+		i += n
+	}
+	f.scan = i
+	return 0, false
+}

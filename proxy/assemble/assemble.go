@@ -1,0 +1,123 @@
+package assemble
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/orchard-rl/orchard/internal/sse"
+	"github.com/orchard-rl/orchard/recorder"
+)
+
+// Result is what assembly recovers from one response body.
+type Result struct {
+	// Response is one JSON object equal to what the non-streaming API returns
+	// for the same generation (a partial one when the stream was cut). When a
+	// non-streaming body is not JSON, it is kept as a JSON string.
+	Response json.RawMessage
+	// Usage is the response's usage object, nil when none was reported.
+	Usage json.RawMessage
+	// Model is the model the upstream reported.
+	Model string
+	// Tokens holds engine token ids and logprobs, nil when none were sent.
+	Tokens *recorder.Tokens
+	// Done reports whether the response completed: the terminal stream event
+	// was seen ([DONE]; response.completed, .failed or .incomplete;
+	// message_stop) or a non-streaming body was a complete JSON object.
+	Done bool
+	// Err describes an error the upstream reported in the body (an error
+	// event or error object) or a malformed part of the body.
+	Err string
+}
+
+// Stream assembles an SSE response body of the given API (one of the
+// recorder.API* names of a generation API). The body must already be decoded
+// from any Content-Encoding. It never panics; unknown APIs yield Err.
+func Stream(api string, body []byte) Result {
+	var a streamAssembler
+	switch api {
+	case recorder.APIChatCompletions:
+		a = newChoices(true)
+	case recorder.APICompletions:
+		a = newChoices(false)
+	case recorder.APIResponses:
+		a = &responses{}
+	case recorder.APIMessages:
+		a = &messages{}
+	default:
+		return Result{Err: fmt.Sprintf("assemble: unsupported api %q", api)}
+	}
+	for ev := range sse.Events(body) {
+		if ev.HasData {
+			a.event(ev.Name, ev.Data)
+		}
+	}
+	return a.result()
+}
+
+// streamAssembler consumes the events of one stream.
+type streamAssembler interface {
+	event(name string, data []byte)
+	result() Result
+}
+
+// JSON extracts usage, model and tokens from a non-streaming response body of
+// the given API. Response is the body itself when it is valid JSON.
+func JSON(api string, body []byte) Result {
+	if !gjson.ValidBytes(body) {
+		return Result{Response: quote(string(body)), Err: "response body is not valid JSON"}
+	}
+	root := gjson.ParseBytes(body)
+	r := Result{Response: json.RawMessage(body), Done: root.IsObject()}
+	if !r.Done {
+		r.Err = "response body is not a JSON object"
+		return r
+	}
+	if e := errorMessage(root); e != "" {
+		r.Err = e
+	}
+	r.Model = root.Get("model").String()
+	if u := root.Get("usage"); u.Exists() && u.Type != gjson.Null {
+		r.Usage = json.RawMessage(u.Raw)
+	}
+	switch api {
+	case recorder.APIChatCompletions, recorder.APICompletions:
+		r.Tokens = jsonTokens(root, api == recorder.APIChatCompletions)
+	}
+	return r
+}
+
+// errorMessage returns the message of an error object or error chunk
+// ({"error":{...}}, {"object":"error",...}, {"type":"error",...}), or "".
+func errorMessage(v gjson.Result) string {
+	e := v.Get("error")
+	if v.Get("object").String() == "error" || (v.Get("type").String() == "error" && !e.Exists()) {
+		e = v
+	}
+	switch {
+	case !e.Exists() || e.Type == gjson.Null:
+		return ""
+	case e.Type == gjson.String:
+		return e.String()
+	case e.Get("message").Exists():
+		return e.Get("message").String()
+	}
+	return e.Raw
+}
+
+// int64s reads a JSON array of integers; ok is false for anything else.
+func int64s(v gjson.Result) ([]int64, bool) {
+	if !v.IsArray() {
+		return nil, false
+	}
+	arr := v.Array()
+	out := make([]int64, 0, len(arr))
+	for _, x := range arr {
+		if x.Type != gjson.Number {
+			return nil, false
+		}
+		out = append(out, x.Int())
+	}
+	return out, true
+}

@@ -1,0 +1,113 @@
+package assemble
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+)
+
+// object is a JSON object under construction whose keys keep the order in
+// which they were first set, so assembled responses read like the chunks
+// they came from and unknown fields survive untouched.
+type object struct {
+	keys []string
+	vals map[string][]byte
+}
+
+// set stores raw JSON for k, keeping k's position if it was set before.
+func (o *object) set(k string, raw []byte) {
+	if o.vals == nil {
+		o.vals = make(map[string][]byte)
+	}
+	if _, ok := o.vals[k]; !ok {
+		o.keys = append(o.keys, k)
+	}
+	o.vals[k] = raw
+}
+
+// merge applies the rule for fields assembly does not understand: a non-null
+// value replaces the previous one, and null is only kept while nothing better
+// has been seen.
+func (o *object) merge(k string, raw []byte) {
+	if isNull(raw) {
+		if _, ok := o.vals[k]; ok {
+			return
+		}
+	}
+	o.set(k, raw)
+}
+
+func (o *object) get(k string) ([]byte, bool) {
+	v, ok := o.vals[k]
+	return v, ok
+}
+
+func (o *object) has(k string) bool {
+	_, ok := o.vals[k]
+	return ok
+}
+
+func (o *object) del(k string) {
+	if _, ok := o.vals[k]; !ok {
+		return
+	}
+	delete(o.vals, k)
+	for i, kk := range o.keys {
+		if kk == k {
+			o.keys = append(o.keys[:i], o.keys[i+1:]...)
+			return
+		}
+	}
+}
+
+// bytes renders the object as compact JSON.
+func (o *object) bytes() []byte {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, k := range o.keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(quote(k))
+		b.WriteByte(':')
+		b.Write(o.vals[k])
+	}
+	b.WriteByte('}')
+	return b.Bytes()
+}
+
+func isNull(raw []byte) bool { return string(bytes.TrimSpace(raw)) == "null" }
+
+var nullJSON = []byte("null")
+
+// quote encodes s as a JSON string.
+func quote(s string) []byte {
+	b, _ := json.Marshal(s) // a string always marshals
+	return b
+}
+
+// rawArray renders elements (each valid JSON) as a JSON array.
+func rawArray(elems [][]byte) []byte {
+	var b bytes.Buffer
+	b.WriteByte('[')
+	for i, e := range elems {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(e)
+	}
+	b.WriteByte(']')
+	return b.Bytes()
+}
+
+func intsJSON(ids []int64) []byte {
+	b := make([]byte, 0, 8*len(ids)+2)
+	b = append(b, '[')
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, id, 10)
+	}
+	return append(b, ']')
+}

@@ -1,0 +1,127 @@
+package assemble_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/orchard-rl/orchard/internal/llmtest"
+	"github.com/orchard-rl/orchard/proxy/assemble"
+	"github.com/orchard-rl/orchard/recorder"
+)
+
+// roundTrips lists, per API, requests whose streamed form must assemble into
+// exactly the non-streaming response of the same script.
+var roundTrips = []struct {
+	name, api, path, body string
+}{
+	{"chat vllm text ids logprobs", recorder.APIChatCompletions, "/v1/chat/completions",
+		`{"model":"text","messages":[{"role":"user","content":"capital?"}],"return_token_ids":true,"logprobs":true,"top_logprobs":2}`},
+	{"chat vllm reasoning", recorder.APIChatCompletions, "/v1/chat/completions",
+		`{"model":"reasoning","messages":[{"role":"user","content":"2+2"}],"return_token_ids":true}`},
+	{"chat vllm parallel tools", recorder.APIChatCompletions, "/v1/chat/completions",
+		`{"model":"tools","messages":[{"role":"user","content":"weather?"}],"return_token_ids":true,"logprobs":true}`},
+	{"chat vllm tools turn 2", recorder.APIChatCompletions, "/v1/chat/completions",
+		`{"model":"tools","messages":[{"role":"user","content":"weather?"},{"role":"assistant","content":"x"}],"return_token_ids":true}`},
+	{"chat vllm no ids", recorder.APIChatCompletions, "/v1/chat/completions",
+		`{"model":"tools","messages":[{"role":"user","content":"weather?"}]}`},
+	{"chat vllm n=3", recorder.APIChatCompletions, "/v1/chat/completions",
+		`{"model":"multi","n":3,"messages":[{"role":"user","content":"color?"}],"return_token_ids":true,"logprobs":true}`},
+	{"chat openai parallel tools", recorder.APIChatCompletions, "/v1/chat/completions",
+		`{"model":"openai-tools","messages":[{"role":"user","content":"weather?"}],"logprobs":true,"top_logprobs":1}`},
+	{"chat sglang reasoning tools", recorder.APIChatCompletions, "/v1/chat/completions",
+		`{"model":"sglang-tools","messages":[{"role":"user","content":"weather?"}]}`},
+	{"completions vllm", recorder.APICompletions, "/v1/completions",
+		`{"model":"text","prompt":"The capital of France","return_token_ids":true,"logprobs":2}`},
+	{"completions vllm n=2", recorder.APICompletions, "/v1/completions",
+		`{"model":"multi","prompt":"colors","n":2,"return_token_ids":true}`},
+	{"completions openai", recorder.APICompletions, "/v1/completions",
+		`{"model":"openai-tools","prompt":"x","logprobs":0}`},
+	{"responses text", recorder.APIResponses, "/v1/responses",
+		`{"model":"text","input":"capital?"}`},
+	{"responses reasoning encrypted", recorder.APIResponses, "/v1/responses",
+		`{"model":"reasoning","input":[{"role":"user","content":"2+2"}],"include":["reasoning.encrypted_content"],"instructions":"Be brief."}`},
+	{"responses parallel tools", recorder.APIResponses, "/v1/responses",
+		`{"model":"tools","input":[{"role":"user","content":"weather?"}],"tools":[{"type":"function","name":"get_weather","parameters":{}}]}`},
+	{"responses incomplete", recorder.APIResponses, "/v1/responses",
+		`{"model":"text","input":[{"role":"user","content":"a"},{"role":"assistant","content":"b"}]}`},
+	{"messages text", recorder.APIMessages, "/v1/messages?beta=true",
+		`{"model":"text","max_tokens":100,"messages":[{"role":"user","content":"capital?"}]}`},
+	{"messages thinking", recorder.APIMessages, "/v1/messages",
+		`{"model":"reasoning","max_tokens":100,"messages":[{"role":"user","content":"2+2"}]}`},
+	{"messages parallel tools", recorder.APIMessages, "/v1/messages",
+		`{"model":"tools","max_tokens":100,"messages":[{"role":"user","content":"weather?"}]}`},
+	{"messages redacted", recorder.APIMessages, "/v1/messages",
+		`{"model":"redacted","max_tokens":100,"messages":[{"role":"user","content":"x"}]}`},
+}
+
+func post(t *testing.T, srv *llmtest.Server, path, body string) []byte {
+	t.Helper()
+	resp, err := http.Post(srv.URL()+path, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST %s: %d %v %s", path, resp.StatusCode, err, b)
+	}
+	return b
+}
+
+// streamBody turns a non-streaming request body into its streaming twin.
+func streamBody(api, body string) string {
+	if api == recorder.APIResponses || api == recorder.APIMessages {
+		return strings.TrimSuffix(body, "}") + `,"stream":true}`
+	}
+	return strings.TrimSuffix(body, "}") + `,"stream":true,"stream_options":{"include_usage":true}}`
+}
+
+func jsonEqual(t *testing.T, a, b []byte) bool {
+	t.Helper()
+	var va, vb any
+	if err := json.Unmarshal(a, &va); err != nil {
+		t.Fatalf("unmarshal %s: %v", a, err)
+	}
+	if err := json.Unmarshal(b, &vb); err != nil {
+		t.Fatalf("unmarshal %s: %v", b, err)
+	}
+	return reflect.DeepEqual(va, vb)
+}
+
+func TestStreamEqualsJSON(t *testing.T) {
+	t.Parallel()
+	srv := llmtest.NewServer(llmtest.Options{})
+	defer srv.Close()
+	for _, tc := range roundTrips {
+		t.Run(tc.name, func(t *testing.T) {
+			want := post(t, srv, tc.path, tc.body)
+			stream := post(t, srv, tc.path, streamBody(tc.api, tc.body))
+			got := assemble.Stream(tc.api, stream)
+			js := assemble.JSON(tc.api, want)
+			if !got.Done || got.Err != "" || !js.Done || js.Err != "" {
+				t.Fatalf("Done/Err: stream %v %q, json %v %q", got.Done, got.Err, js.Done, js.Err)
+			}
+			if !jsonEqual(t, got.Response, want) {
+				t.Errorf("Stream(%s) response =\n%s\nwant\n%s", tc.api, got.Response, want)
+			}
+			if !jsonEqual(t, got.Usage, js.Usage) || got.Model != js.Model {
+				t.Errorf("usage/model = %s %q, want %s %q", got.Usage, got.Model, js.Usage, js.Model)
+			}
+			if !reflect.DeepEqual(got.Tokens, js.Tokens) {
+				t.Errorf("tokens =\n%+v\nwant\n%+v", got.Tokens, js.Tokens)
+			}
+			if js.Tokens != nil && js.Tokens.Mismatch != "" {
+				t.Errorf("mismatch %q", js.Tokens.Mismatch)
+			}
+			if bytes.Contains([]byte(tc.body), []byte("return_token_ids")) && !strings.Contains(tc.name, "openai") &&
+				!strings.Contains(tc.name, "sglang") && (js.Tokens == nil || len(js.Tokens.CompletionIDs) == 0) {
+				t.Errorf("no token ids recorded")
+			}
+		})
+	}
+}

@@ -1,0 +1,177 @@
+package assemble
+
+import (
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/orchard-rl/orchard/recorder"
+)
+
+// logprobs accumulates a choice's logprobs object across chunks: every array
+// field (chat "content"/"refusal"; completions "tokens", "token_logprobs",
+// "top_logprobs", "text_offset") is concatenated, other fields merged.
+type logprobs struct {
+	obj    object
+	arrays map[string][][]byte
+	values []float64 // the sampled tokens' logprobs, in order
+	seen   bool
+}
+
+// missingLogprob stands in for an entry without a logprob (vLLM's floor).
+const missingLogprob = -9999.0
+
+// add merges one chunk's logprobs and returns how many sampled-token entries
+// it carried.
+func (l *logprobs) add(v gjson.Result, chat bool) int {
+	l.seen = true
+	n := 0
+	v.ForEach(func(k, f gjson.Result) bool {
+		key := k.String()
+		if !f.IsArray() {
+			if _, isArr := l.arrays[key]; !isArr {
+				l.obj.merge(key, []byte(f.Raw))
+			}
+			return true
+		}
+		if l.arrays == nil {
+			l.arrays = map[string][][]byte{}
+		}
+		l.obj.set(key, nullJSON)
+		f.ForEach(func(_, e gjson.Result) bool {
+			l.arrays[key] = append(l.arrays[key], []byte(e.Raw))
+			switch {
+			case chat && key == "content":
+				l.values = append(l.values, logprobOf(e.Get("logprob")))
+				n++
+			case !chat && key == "token_logprobs":
+				l.values = append(l.values, logprobOf(e))
+				n++
+			}
+			return true
+		})
+		if l.arrays[key] == nil {
+			l.arrays[key] = [][]byte{}
+		}
+		return true
+	})
+	return n
+}
+
+func logprobOf(v gjson.Result) float64 {
+	f := v.Float()
+	if v.Type != gjson.Number || math.IsInf(f, 0) || math.IsNaN(f) {
+		return missingLogprob // also for 1e999, which encoding/json cannot write back
+	}
+	return f
+}
+
+func (l *logprobs) render() []byte {
+	o := l.obj
+	for k, elems := range l.arrays {
+		o.set(k, rawArray(elems))
+	}
+	return o.bytes()
+}
+
+// choiceTokens is the token data of one choice.
+type choiceTokens struct {
+	index    int64
+	ids      idList
+	lps      []float64
+	mismatch string
+}
+
+func (ch *choice) tokens() choiceTokens {
+	return choiceTokens{index: ch.index, ids: ch.ids, lps: ch.lp.values, mismatch: ch.mismatch}
+}
+
+// buildTokens assembles recorder.Tokens, or nil when the upstream sent no ids.
+// Logprobs that do not align one-to-one with the ids are dropped and the
+// disagreement is reported in Mismatch, so ids are never misaligned.
+// completion is usage.completion_tokens (-1 if unknown), checked against the
+// number of ids when every choice carried ids.
+func buildTokens(prompt idList, chs []choiceTokens, completion int64) *recorder.Tokens {
+	any := prompt.seen
+	for _, c := range chs {
+		any = any || c.ids.seen
+	}
+	if !any {
+		return nil
+	}
+	t := &recorder.Tokens{PromptIDs: orEmpty(prompt.ids), CompletionIDs: []int64{}}
+	var notes []string
+	total, allSeen := int64(0), len(chs) > 0
+	for j, c := range chs {
+		ids, lps := orEmpty(c.ids.ids), c.lps
+		if c.mismatch != "" {
+			notes = append(notes, c.mismatch)
+		}
+		if len(lps) > 0 && len(lps) != len(ids) {
+			notes = append(notes, "choice "+itoa64(c.index)+": "+itoa(len(ids))+" token ids but "+
+				itoa(len(lps))+" logprobs; logprobs dropped")
+			lps = nil
+		}
+		total += int64(len(ids))
+		allSeen = allSeen && c.ids.seen
+		if j == 0 {
+			t.CompletionIDs, t.Logprobs = ids, lps
+		}
+		if len(chs) > 1 {
+			t.Choices = append(t.Choices, recorder.ChoiceTokens{Index: int(c.index), CompletionIDs: ids, Logprobs: lps})
+		}
+	}
+	if allSeen && completion >= 0 && completion != total {
+		notes = append(notes, "usage reports "+strconv.FormatInt(completion, 10)+
+			" completion tokens but "+strconv.FormatInt(total, 10)+" token ids were sent")
+	}
+	t.Mismatch = strings.Join(notes, "; ")
+	return t
+}
+
+func orEmpty(ids []int64) []int64 {
+	if ids == nil {
+		return []int64{}
+	}
+	return ids
+}
+
+// jsonTokens reads token ids from a non-streaming chat or completions body:
+// vLLM's top-level (chat) or per-choice (completions) prompt_token_ids and
+// per-choice token_ids, SGLang's per-choice ids or sglext.input_ids/output_ids.
+func jsonTokens(root gjson.Result, chat bool) *recorder.Tokens {
+	var prompt idList
+	if ids, ok := int64s(root.Get("prompt_token_ids")); ok {
+		prompt = idList{ids, true}
+	} else if ids, ok := int64s(root.Get("sglext.input_ids")); ok {
+		prompt = idList{ids, true}
+	}
+	outs := root.Get("sglext.output_ids").Array()
+	var chs []choiceTokens
+	root.Get("choices").ForEach(func(pos, c gjson.Result) bool {
+		ct := choiceTokens{index: c.Get("index").Int()}
+		if ids, ok := int64s(c.Get("token_ids")); ok {
+			ct.ids = idList{ids, true}
+		} else if p := int(pos.Int()); p < len(outs) {
+			if ids, ok := int64s(outs[p]); ok {
+				ct.ids = idList{ids, true}
+			}
+		}
+		if ids, ok := int64s(c.Get("prompt_token_ids")); ok && !prompt.seen {
+			prompt = idList{ids, true}
+		}
+		var l logprobs
+		if lp := c.Get("logprobs"); lp.IsObject() {
+			l.add(lp, chat)
+		}
+		ct.lps = l.values
+		chs = append(chs, ct)
+		return true
+	})
+	return buildTokens(prompt, chs, completionTokens([]byte(root.Get("usage").Raw)))
+}
+
+func itoa(i int) string     { return strconv.Itoa(i) }
+func itoa64(i int64) string { return strconv.FormatInt(i, 10) }
