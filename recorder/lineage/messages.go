@@ -1,0 +1,423 @@
+package lineage
+
+import (
+	"hash/maphash"
+	"unsafe"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/orchard-rl/orchard/recorder"
+)
+
+// A message-level prompt is a sequence of units: first a header unit that
+// hashes what the API keeps outside its message list (tools; the
+// instructions of "responses"; the system of "messages"), then one unit per
+// message or input item. A call's output is the assistant message (or
+// output items) of each choice of its non-streaming response object.
+//
+// Each unit is a canonical hash of what a chat template renders: role,
+// text, tool calls and results. Left out, because harnesses drop or rewrite
+// them when echoing history without changing the conversation: ids of
+// messages and items, status, refusal/annotations/logprobs/citations,
+// cache_control, and reasoning (reasoning_content, thinking blocks,
+// reasoning items). Whether reasoning reached the model is visible at the
+// token level, as template_rewrite.
+
+// extractor turns requests and responses of one API into units. memo maps
+// the hash of a message's raw JSON to its unit, so the canonical walk runs
+// once per distinct message of an episode rather than once per call.
+type extractor struct {
+	in   *seqInput[uint64]
+	memo map[uint64]uint64
+}
+
+// maxMemo bounds an extractor's memo; past it the memo starts over.
+const maxMemo = 1 << 14
+
+// unit returns f(m), from the memo when m's raw JSON was seen before.
+func (x *extractor) unit(m gjson.Result, f func(gjson.Result) uint64) uint64 {
+	k := maphash.String(seed, m.Raw)
+	if u, ok := x.memo[k]; ok {
+		return u
+	}
+	if len(x.memo) >= maxMemo {
+		clear(x.memo)
+	}
+	u := f(m)
+	x.memo[k] = u
+	return u
+}
+
+// request holds the top-level fields of a request body that classification
+// reads, found in one pass over the document.
+type request struct {
+	tools, functions, messages, input, instructions, system, previous gjson.Result
+}
+
+func parseRequest(r gjson.Result) request {
+	var q request
+	r.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "tools":
+			q.tools = v
+		case "functions":
+			q.functions = v
+		case "messages":
+			q.messages = v
+		case "input":
+			q.input = v
+		case "instructions":
+			q.instructions = v
+		case "system":
+			q.system = v
+		case "previous_response_id":
+			q.previous = v
+		}
+		return true
+	})
+	return q
+}
+
+// extract fills x.in with the message-level view of a call of api
+// (chat.completions, responses or messages). It reports false when the
+// request is not a JSON object. prevID is the responses API's
+// previous_response_id. Neither req nor resp is retained.
+func (x *extractor) extract(api string, req, resp []byte) (prevID string, ok bool) {
+	r := gjson.Parse(transient(req))
+	if !r.IsObject() {
+		return "", false
+	}
+	q := parseRequest(r)
+	out := gjson.Parse(transient(resp))
+	switch api {
+	case recorder.APIChatCompletions:
+		x.chat(q, out)
+	case recorder.APIResponses:
+		x.responses(q, out)
+		prevID = q.previous.Str
+	case recorder.APIMessages:
+		x.anthropic(q, out)
+	default:
+		return "", false
+	}
+	return prevID, true
+}
+
+// transient views b as a string without copying it. gjson never panics on
+// malformed input, and the results are only hashed or copied, never kept,
+// so they do not outlive b.
+func transient(b []byte) string {
+	return unsafe.String(unsafe.SliceData(b), len(b))
+}
+
+func (in *seqInput[E]) reset() {
+	in.prompt = in.prompt[:0]
+	for i := range in.outs {
+		in.outs[i] = in.outs[i][:0]
+	}
+	in.outs = in.outs[:0]
+	in.promptSize, in.outSize, in.sys = 0, 0, 0
+}
+
+// addOut starts the output of one more choice and returns its index.
+func (in *seqInput[E]) addOut() int {
+	if len(in.outs) < cap(in.outs) {
+		in.outs = in.outs[:len(in.outs)+1]
+	} else {
+		in.outs = append(in.outs, nil)
+	}
+	return len(in.outs) - 1
+}
+
+func (in *seqInput[E]) add(u E, size int) {
+	in.prompt = append(in.prompt, u)
+	in.promptSize += int64(size)
+}
+
+func (x *extractor) chat(q request, out gjson.Result) {
+	in := x.in
+	h := newHasher("chat")
+	h.value(q.tools, 0)
+	h.value(q.functions, 0)
+	in.add(h.sum(), len(q.tools.Raw))
+	in.sys = 1
+	leading := true
+	eachElem(q.messages, func(m gjson.Result) {
+		role := m.Get("role").Str
+		if leading && (role == "system" || role == "developer") {
+			in.sys++
+		} else {
+			leading = false
+		}
+		in.add(x.unit(m, chatMessage), len(m.Raw))
+	})
+	choices := out.Get("choices")
+	if !choices.IsArray() {
+		return
+	}
+	// Choice 0 first: it is the one a thread tip keeps.
+	for pass := range 2 {
+		choices.ForEach(func(_, c gjson.Result) bool {
+			if (c.Get("index").Int() == 0) == (pass == 0) {
+				m := c.Get("message")
+				i := in.addOut()
+				in.outs[i] = append(in.outs[i], x.unit(m, chatMessage))
+				if i == 0 {
+					in.outSize = int64(len(m.Raw))
+				}
+			}
+			return true
+		})
+	}
+}
+
+// chatMessage hashes a chat.completions message (request or response).
+func chatMessage(m gjson.Result) uint64 {
+	if !m.IsObject() {
+		x := newHasher("chat.raw")
+		x.value(m, 0)
+		return x.sum()
+	}
+	var role, name, content, calls, callID, fn gjson.Result
+	m.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "role":
+			role = v
+		case "name":
+			name = v
+		case "content":
+			content = v
+		case "tool_calls":
+			calls = v
+		case "tool_call_id":
+			callID = v
+		case "function_call":
+			fn = v
+		}
+		return true
+	})
+	x := newHasher("chat.msg")
+	x.str(role.Str)
+	x.str(name.Str)
+	x.content(content, 0)
+	x.word(tagArr)
+	eachElem(calls, func(c gjson.Result) {
+		x.str(c.Get("id").Str)
+		x.str(c.Get("function.name").Str)
+		x.jsonString(c.Get("function.arguments").Str)
+	})
+	x.word(tagEnd)
+	x.str(callID.Str)
+	if fn.IsObject() {
+		x.str(fn.Get("name").Str)
+		x.jsonString(fn.Get("arguments").Str)
+	}
+	return x.sum()
+}
+
+// skipUnit marks, in the memo, an item that makes no unit (reasoning).
+const skipUnit = 0
+
+func (x *extractor) responses(q request, out gjson.Result) {
+	in := x.in
+	h := newHasher("responses")
+	h.value(q.tools, 0)
+	h.content(q.instructions, 0)
+	in.add(h.sum(), len(q.tools.Raw)+len(q.instructions.Raw))
+	in.sys = 1
+	input := q.input
+	if input.Type == gjson.String {
+		in.add(responsesMessage("user", input), len(input.Raw))
+	}
+	leading := true
+	eachElem(input, func(it gjson.Result) {
+		u := x.unit(it, responsesItem)
+		if u == skipUnit {
+			return
+		}
+		role := it.Get("role").Str
+		if leading && (role == "system" || role == "developer") {
+			in.sys++
+		} else {
+			leading = false
+		}
+		in.add(u, len(it.Raw))
+	})
+	output := out.Get("output")
+	if !output.IsArray() {
+		return
+	}
+	i := in.addOut()
+	output.ForEach(func(_, it gjson.Result) bool {
+		if u := x.unit(it, responsesItem); u != skipUnit {
+			in.outs[i] = append(in.outs[i], u)
+			in.outSize += int64(len(it.Raw))
+		}
+		return true
+	})
+}
+
+// responsesItem hashes an input or output item of the responses API, or
+// returns skipUnit for reasoning items.
+func responsesItem(it gjson.Result) uint64 {
+	typ := it.Get("type").Str
+	if typ == "" && it.Get("role").Exists() {
+		typ = "message"
+	}
+	x := newHasher("responses.item")
+	x.str(typ)
+	switch typ {
+	case "message":
+		return responsesMessage(it.Get("role").Str, it.Get("content"))
+	case "reasoning":
+		return skipUnit
+	case "function_call":
+		x.str(it.Get("call_id").Str)
+		x.str(it.Get("name").Str)
+		x.jsonString(it.Get("arguments").Str)
+	case "function_call_output":
+		x.str(it.Get("call_id").Str)
+		x.content(it.Get("output"), 0)
+	case "item_reference":
+		x.str(it.Get("id").Str)
+	default:
+		x.value(it, 0, "id", "status")
+	}
+	return x.sum()
+}
+
+func responsesMessage(role string, content gjson.Result) uint64 {
+	x := newHasher("responses.item")
+	x.str("message")
+	x.str(role)
+	x.content(content, 0)
+	return x.sum()
+}
+
+func (x *extractor) anthropic(q request, out gjson.Result) {
+	in := x.in
+	h := newHasher("messages")
+	h.value(q.tools, 0)
+	h.content(q.system, 0)
+	in.add(h.sum(), len(q.tools.Raw)+len(q.system.Raw))
+	in.sys = 1
+	eachElem(q.messages, func(m gjson.Result) {
+		in.add(x.unit(m, anthropicRequestMessage), len(m.Raw))
+	})
+	if content := out.Get("content"); content.IsArray() {
+		i := in.addOut()
+		in.outs[i] = append(in.outs[i], anthropicMessage(out.Get("role").Str, content))
+		in.outSize = int64(len(out.Raw))
+	}
+}
+
+func anthropicRequestMessage(m gjson.Result) uint64 {
+	return anthropicMessage(m.Get("role").Str, m.Get("content"))
+}
+
+func anthropicMessage(role string, content gjson.Result) uint64 {
+	x := newHasher("messages.msg")
+	x.str(role)
+	x.content(content, 0)
+	return x.sum()
+}
+
+// content hashes message content: a string is the same as one text part,
+// and null, "" and [] are the same empty content.
+func (x *hasher) content(c gjson.Result, depth int) {
+	x.word(tagArr)
+	switch {
+	case c.Type == gjson.String:
+		x.text(c.Str)
+	case c.IsArray() && depth < maxDepth:
+		c.ForEach(func(_, p gjson.Result) bool {
+			x.part(p, depth+1)
+			return true
+		})
+	case c.Exists() && c.Type != gjson.Null:
+		x.part(c, depth+1)
+	}
+	x.word(tagEnd)
+}
+
+func (x *hasher) text(s string) {
+	if s != "" {
+		x.str("text")
+		x.str(s)
+	}
+}
+
+// part hashes one content part or block of any of the APIs.
+func (x *hasher) part(p gjson.Result, depth int) {
+	if !p.IsObject() {
+		x.value(p, depth)
+		return
+	}
+	switch typ := p.Get("type").Str; typ {
+	case "text", "input_text", "output_text":
+		x.text(p.Get("text").Str)
+	case "thinking", "redacted_thinking", "reasoning", "reasoning_text", "summary_text":
+	case "tool_use":
+		x.str(typ)
+		x.str(p.Get("id").Str)
+		x.str(p.Get("name").Str)
+		x.value(p.Get("input"), depth+1)
+	case "tool_result":
+		x.str(typ)
+		x.str(p.Get("tool_use_id").Str)
+		x.content(p.Get("content"), depth+1)
+		if p.Get("is_error").Bool() {
+			x.word(tagTrue)
+		}
+	default:
+		x.value(p, depth)
+	}
+}
+
+// extractText fills in with a completions call's prompt and choice texts,
+// byte by byte. It reports false unless the prompt is a string (or an
+// array of exactly one string).
+func extractText(req, resp []byte, in *seqInput[byte]) bool {
+	p := gjson.Get(transient(req), "prompt")
+	if p.IsArray() {
+		a := p.Array()
+		if len(a) != 1 {
+			return false
+		}
+		p = a[0]
+	}
+	if p.Type != gjson.String {
+		return false
+	}
+	in.prompt = append(in.prompt, p.Str...)
+	in.promptSize = int64(len(p.Str))
+	choices := gjson.Get(transient(resp), "choices")
+	if !choices.IsArray() {
+		return true
+	}
+	for pass := range 2 {
+		choices.ForEach(func(_, c gjson.Result) bool {
+			if (c.Get("index").Int() == 0) == (pass == 0) {
+				i := in.addOut()
+				in.outs[i] = append(in.outs[i], c.Get("text").Str...)
+				if i == 0 {
+					in.outSize = int64(len(in.outs[i]))
+				}
+			}
+			return true
+		})
+	}
+	return true
+}
+
+// eachElem calls f for each element of a JSON array, and not at all for
+// anything else (gjson's ForEach visits a scalar once).
+func eachElem(a gjson.Result, f func(gjson.Result)) {
+	if !a.IsArray() {
+		return
+	}
+	a.ForEach(func(_, e gjson.Result) bool {
+		f(e)
+		return true
+	})
+}
