@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/orchard-rl/orchard/proxy"
+	"github.com/orchard-rl/orchard/recorder"
+)
+
+func init() { subcommands = append(subcommands, newProxyCmd) }
+
+func newProxyCmd() *cobra.Command {
+	var cfg proxyConfig
+	var configPath string
+	cmd := &cobra.Command{
+		Use:   "proxy",
+		Short: "Run the recording proxy in front of an inference server",
+		Long: `Run the recording proxy. Point a harness at it with OPENAI_BASE_URL=http://HOST/e/EPISODE/v1
+or ANTHROPIC_BASE_URL=http://HOST/e/EPISODE; every model call is forwarded untouched to
+--upstream and recorded under its episode in the store (--data, or --redis).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if configPath != "" {
+				if err := cfg.applyFile(cmd.Flags(), configPath); err != nil {
+					return err
+				}
+			}
+			return runProxy(cmd.Context(), &cfg, slog.New(slog.NewTextHandler(os.Stderr, nil)), nil)
+		},
+	}
+	cfg.register(cmd.Flags())
+	cmd.Flags().StringVar(&configPath, "config", "", "YAML config file (flags win over it; it wins over the environment)")
+	return cmd
+}
+
+// runProxy serves until ctx is done, then shuts down in order: stop taking
+// requests, let in-flight calls finish, hand every record to the pipeline,
+// drain the pipeline into the store. ready, if not nil, receives the
+// listening address.
+func runProxy(ctx context.Context, cfg *proxyConfig, lg *slog.Logger, ready chan<- string) error {
+	def, anth, routes, err := cfg.upstreams()
+	if err != nil {
+		return err
+	}
+	store, err := openWriteStore(ctx, cfg.Data, cfg.Redis, lg)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	pipe := recorder.NewPipeline(store, recorder.PipelineOptions{SpillDir: spillDir(cfg), Logger: lg})
+	h := proxy.New(proxy.Options{
+		Upstream: def, Anthropic: anth, Routes: routes,
+		Sink:        pipe,
+		IdleTimeout: cfg.IdleTimeout, MaxBodyBytes: cfg.MaxBody,
+		Logger: lg,
+	})
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
+	lg.Info("proxy listening", "addr", ln.Addr().String(), "upstream", def.String(), "store", storeName(cfg))
+	if ready != nil {
+		ready <- ln.Addr().String()
+	}
+
+	pipeCtx, stopPipe := context.WithCancel(context.WithoutCancel(ctx))
+	var g errgroup.Group
+	g.Go(func() error { return pipe.Start(pipeCtx) })
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+	case err = <-serveErr:
+	}
+	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if serr := srv.Shutdown(shutCtx); serr != nil {
+		lg.Warn("shutdown: in-flight calls cut", "err", serr)
+		srv.Close()
+	}
+	if err == nil {
+		err = <-serveErr
+	}
+	h.Close()
+	stopPipe()
+	if perr := g.Wait(); perr != nil && !errors.Is(perr, context.Canceled) {
+		return perr
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+func spillDir(cfg *proxyConfig) string {
+	if cfg.Redis != "" {
+		return envOr("ORCHARD_SPILL_DIR", "./orchard-spill")
+	}
+	return cfg.Data + "/spill"
+}
+
+func storeName(cfg *proxyConfig) string {
+	if cfg.Redis != "" {
+		return "redis"
+	}
+	return "embedded:" + cfg.Data
+}

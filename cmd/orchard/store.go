@@ -1,0 +1,57 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+
+	"github.com/spf13/cobra"
+
+	"github.com/orchard-rl/orchard/recorder"
+	"github.com/orchard-rl/orchard/recorder/embedded"
+)
+
+// storeFlags are the flags every command that reads recorded data shares.
+type storeFlags struct {
+	data  string // embedded store directory
+	redis string // Redis URL; wins over data when set
+}
+
+// addStoreFlags registers --data and --redis on cmd.
+func addStoreFlags(cmd *cobra.Command, f *storeFlags) {
+	cmd.Flags().StringVar(&f.data, "data", envOr("ORCHARD_DATA", "./orchard-data"), "embedded store directory (env ORCHARD_DATA)")
+	cmd.Flags().StringVar(&f.redis, "redis", envOr("ORCHARD_REDIS_URL", ""), "Redis URL (redis://, rediss://, or redis+cluster://host1,host2); overrides --data (env ORCHARD_REDIS_URL)")
+}
+
+// openReadStore opens the configured store for reading; it never locks out a
+// proxy that is writing the same store.
+func openReadStore(cmd *cobra.Command, f *storeFlags) (recorder.Store, error) {
+	if f.redis != "" {
+		return openRedis(cmd.Context(), f.redis)
+	}
+	st, err := embedded.OpenReadOnly(f.data)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("no recordings in %s (run `orchard proxy --data %s` first, or pass --data DIR)", f.data, f.data)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", f.data, err)
+	}
+	return st, nil
+}
+
+// openWriteStore opens the store the proxy records into.
+func openWriteStore(ctx context.Context, data, redisURL string, lg *slog.Logger) (recorder.Store, error) {
+	if redisURL != "" {
+		return openRedis(ctx, redisURL)
+	}
+	st, err := embedded.Open(data, embedded.Options{Logger: lg})
+	if errors.Is(err, embedded.ErrLocked) {
+		return nil, fmt.Errorf("store %s is in use by another orchard proxy (one writer per directory; use --redis for several replicas): %w", data, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", data, err)
+	}
+	return st, nil
+}

@@ -1,0 +1,49 @@
+package proxy_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/orchard-rl/orchard/internal/llmtest"
+	"github.com/orchard-rl/orchard/internal/proxytest"
+	"github.com/orchard-rl/orchard/proxy"
+	"github.com/orchard-rl/orchard/recorder"
+)
+
+// BenchmarkStream measures one streamed chat call of n chunks over
+// loopback, straight to the scripted upstream and through the proxy
+// (recording and assembling; the sink discards). proxy minus direct is the
+// proxy's cost per request; its growth with n is the cost per chunk.
+func BenchmarkStream(b *testing.B) {
+	for _, n := range []int{10, 100, 1000} {
+		pieces := make(llmtest.Pieces, n)
+		for i := range pieces {
+			pieces[i] = fmt.Sprintf(" tok%d", i)
+		}
+		script := &llmtest.Script{Turns: []llmtest.Turn{{Choice: llmtest.Choice{Content: pieces}}}}
+		e := proxytest.NewWith(b, llmtest.Options{Scripts: map[string]*llmtest.Script{"bench": script}},
+			func(o *proxy.Options) { o.Sink = proxy.SinkFunc(func(*recorder.Call) {}) })
+		body := `{"model":"bench","stream":true,"messages":[{"role":"user","content":"go"}]}`
+		for _, target := range []struct{ name, url string }{
+			{"direct", e.Up.URL() + "/v1/chat/completions"},
+			{"proxy", e.Proxy.URL + "/e/bench/v1/chat/completions"},
+		} {
+			b.Run(fmt.Sprintf("chunks=%d/%s", n, target.name), func(b *testing.B) {
+				client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+				defer client.CloseIdleConnections()
+				b.ReportAllocs()
+				for b.Loop() {
+					res, err := client.Post(target.url, "application/json", strings.NewReader(body))
+					if err != nil {
+						b.Fatal(err)
+					}
+					io.Copy(io.Discard, res.Body)
+					res.Body.Close()
+				}
+			})
+		}
+	}
+}

@@ -1,0 +1,46 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+)
+
+// Error is a failure the proxy itself answers, written by [writeError] in
+// the error format of the API the client called.
+type Error struct {
+	Status  int
+	Type    string // machine-readable kind, e.g. "invalid_request_error"
+	Message string // what happened and what to do about it
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// errIdleTimeout is the cancel cause of an exchange that went quiet.
+var errIdleTimeout = errors.New("upstream sent nothing for the idle timeout")
+
+// statusFor maps an upstream failure to the status the client gets:
+// a timeout is 504, anything else 502.
+func statusFor(ctx context.Context, err error) int {
+	if errors.Is(context.Cause(ctx), errIdleTimeout) || errors.Is(err, context.DeadlineExceeded) {
+		return http.StatusGatewayTimeout
+	}
+	return http.StatusBadGateway
+}
+
+// writeError writes e as JSON: Anthropic's error shape for Anthropic routes
+// (api "messages*"), OpenAI's otherwise.
+func writeError(w http.ResponseWriter, api string, e *Error) {
+	var body any
+	if api == "messages" || api == "messages.count_tokens" {
+		body = map[string]any{"type": "error", "error": map[string]string{"type": e.Type, "message": e.Message}}
+	} else {
+		body = map[string]any{"error": map[string]any{"message": e.Message, "type": e.Type, "code": nil}}
+	}
+	b, _ := json.Marshal(body)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Orchard-Error", "1") // tells the proxy's answers apart from the upstream's
+	w.WriteHeader(e.Status)
+	w.Write(append(b, '\n'))
+}

@@ -1,0 +1,145 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/orchard-rl/orchard/recorder"
+)
+
+// exchange is the state of one proxied call. The request half is written
+// by serveAPI before forwarding; the response half by the goroutine that
+// copies the body, which hands the exchange to the record workers once,
+// in finish. Nothing touches it concurrently.
+type exchange struct {
+	h    *Handler
+	rest string // path after /v1/
+	api  string // "" for unrecorded routes
+	att  attribution
+	up   *Upstream
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	idle   *time.Timer
+
+	reqBody      []byte // as the client sent it, decoded
+	reqEncoding  string
+	reqDecodeErr string
+	sent         []byte // what goes upstream
+	patched      bool
+	model        string
+	stream       bool
+	strip        stripRules
+	injected     []string
+
+	call         recorder.Call
+	status       int
+	headerAt     time.Time
+	firstByte    time.Time
+	respEncoding string
+	sse          bool
+	resp         *bytes.Buffer // upstream body bytes, as received
+	eof          bool
+	readErr      error
+	ended        time.Time
+	done         bool
+}
+
+// tee passes the upstream body through untouched while keeping a copy for
+// the record. Its Close ends the exchange.
+type tee struct {
+	x  *exchange
+	rc io.ReadCloser
+}
+
+var respBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+func (t *tee) Read(p []byte) (int, error) {
+	n, err := t.rc.Read(p)
+	x := t.x
+	if n > 0 {
+		if x.resp == nil {
+			x.firstByte = time.Now()
+			x.resp = respBufs.Get().(*bytes.Buffer)
+		}
+		x.resp.Write(p[:n])
+		x.idle.Reset(x.h.opts.IdleTimeout)
+	}
+	if err == io.EOF {
+		x.eof = true
+	} else if err != nil && x.readErr == nil {
+		x.readErr = err
+	}
+	return n, err
+}
+
+func (t *tee) Close() error {
+	err := t.rc.Close()
+	t.x.finish()
+	return err
+}
+
+// finish hands the exchange to the record workers. It runs once, on the
+// goroutine that served the request; if the workers are saturated it
+// assembles the record itself rather than drop it.
+func (x *exchange) finish() {
+	if x.done {
+		return
+	}
+	x.done = true
+	x.ended = time.Now()
+	if x.idle != nil {
+		x.idle.Stop()
+	}
+	// Decide now, while the contexts still say why the exchange ended.
+	x.call.EndReason = x.endReason()
+	select {
+	case x.h.done <- x:
+	default:
+		x.h.record(x)
+	}
+}
+
+// endReason classifies how the exchange ended, before the body is parsed:
+// "done" may still become "eof" for a stream without its terminal event.
+func (x *exchange) endReason() string {
+	switch {
+	case x.eof || x.status == http.StatusNotModified:
+		// The upstream's answer is complete even if the client hung up
+		// right after reading it.
+		return recorder.EndDone
+	case errors.Is(context.Cause(x.ctx), errIdleTimeout):
+		return recorder.EndIdleTimeout
+	case x.ctx.Err() != nil:
+		return recorder.EndClientGone
+	case x.readErr != nil:
+		return recorder.EndUpstreamError
+	default:
+		// The copy stopped before EOF without a read error: the client
+		// stopped reading.
+		return recorder.EndClientGone
+	}
+}
+
+func (h *Handler) assembleLoop() {
+	defer h.wg.Done()
+	for x := range h.done {
+		h.record(x)
+	}
+}
+
+// newCallID returns a 32-hex-digit id that sorts by start time.
+func newCallID(t time.Time) string {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(t.UnixNano()))
+	rand.Read(b[8:])
+	return "call_" + hex.EncodeToString(b[:])
+}

@@ -1,0 +1,108 @@
+package proxy
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+
+	"github.com/orchard-rl/orchard/recorder"
+)
+
+// Upstream kinds. Only vllm and sglang get token fields injected; hosted
+// APIs return no token ids, so nothing is asked of them.
+const (
+	KindOpenAI    = "openai"
+	KindVLLM      = "vllm"
+	KindSGLang    = "sglang"
+	KindAnthropic = "anthropic"
+)
+
+// patchRequest asks the upstream for what the record needs and the client
+// did not ask for (usage in streams; token ids and logprobs from vLLM and
+// SGLang), and notes what to strip from the response so the client sees
+// exactly what it would have seen without the proxy. A field the client set
+// itself is left alone, and so is its answer.
+func (x *exchange) patchRequest() {
+	if !streamsTokens(x.api) || !gjson.ValidBytes(x.reqBody) {
+		return
+	}
+	body := x.reqBody
+	set := func(path string, v any) {
+		// SetBytes allocates a new document (no ReplaceInPlace), so the
+		// client's body stays as sent for the record.
+		if b, err := sjson.SetBytes(body, path, v); err == nil {
+			body = b
+			x.injected = append(x.injected, path)
+		}
+	}
+	if x.stream && !gjson.GetBytes(body, "stream_options.include_usage").Bool() {
+		set("stream_options.include_usage", true)
+		x.strip.usage = true
+		x.strip.nullUsage = x.up.Kind == "" || x.up.Kind == KindOpenAI
+	}
+	kind := x.up.Kind
+	if kind != KindVLLM && kind != KindSGLang {
+		x.commitPatch(body)
+		return
+	}
+	chat := x.api == recorder.APIChatCompletions
+	// SGLang refuses return_token_ids on streaming chat completions.
+	if !gjson.GetBytes(body, "return_token_ids").Bool() && !(kind == KindSGLang && chat && x.stream) {
+		set("return_token_ids", true)
+		if kind == KindVLLM {
+			x.strip.fields = append(x.strip.fields,
+				fieldRule{name: "prompt_token_ids", perChoice: !chat},
+				fieldRule{name: "token_ids", perChoice: true})
+		} else {
+			x.strip.fields = append(x.strip.fields,
+				fieldRule{name: "prompt_token_ids", perChoice: true, remove: chat},
+				fieldRule{name: "token_ids", perChoice: true, remove: chat})
+		}
+	}
+	if lp := gjson.GetBytes(body, "logprobs"); chat && !lp.Bool() {
+		set("logprobs", true)
+		x.strip.fields = append(x.strip.fields, fieldRule{name: "logprobs", perChoice: true})
+	} else if !chat && (!lp.Exists() || lp.Type == gjson.Null) {
+		set("logprobs", 1)
+		x.strip.fields = append(x.strip.fields, fieldRule{name: "logprobs", perChoice: true})
+	}
+	x.commitPatch(body)
+}
+
+func (x *exchange) commitPatch(body []byte) {
+	if len(x.injected) > 0 {
+		x.sent, x.patched = body, true
+	}
+}
+
+// stripWhole strips injected fields from a non-streaming JSON answer. It
+// reads the whole body through the tee (so the record keeps the upstream's
+// bytes) and fixes Content-Length.
+func stripWhole(res *http.Response, body io.ReadCloser, r stripRules) error {
+	full, err := io.ReadAll(body)
+	if err != nil {
+		// Pass on what came and then the error, as an unstripped stream would.
+		res.Body = readCloser{io.MultiReader(bytes.NewReader(full), errReader{err}), body}
+		return nil
+	}
+	out, _ := r.rewrite(full, false)
+	res.Body = readCloser{bytes.NewReader(out), body}
+	res.ContentLength = int64(len(out))
+	res.Header.Set("Content-Length", strconv.Itoa(len(out)))
+	return nil
+}
+
+type readCloser struct {
+	io.Reader
+	c io.Closer
+}
+
+func (r readCloser) Close() error { return r.c.Close() }
+
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }

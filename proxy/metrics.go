@@ -1,0 +1,51 @@
+package proxy
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/orchard-rl/orchard/recorder"
+)
+
+// metrics are the proxy's Prometheus collectors. Labels are a few fixed
+// values (api, status code, end reason); never an episode, a model or a key.
+type metrics struct {
+	requests *prometheus.CounterVec
+	ends     *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	ttfb     *prometheus.HistogramVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orchard_proxy_requests_total", Help: "Recorded model calls by API and upstream HTTP status.",
+		}, []string{"api", "status"}),
+		ends: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orchard_proxy_call_end_total", Help: "Recorded model calls by API and how they ended.",
+		}, []string{"api", "reason"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "orchard_proxy_call_duration_seconds", Help: "Time from request to the end of the response.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 14),
+		}, []string{"api"}),
+		ttfb: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "orchard_proxy_time_to_first_byte_seconds", Help: "Time from request to the first response byte.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 14),
+		}, []string{"api"}),
+	}
+	reg.MustRegister(m.requests, m.ends, m.duration, m.ttfb)
+	return m
+}
+
+func (m *metrics) observe(c *recorder.Call) {
+	if m == nil {
+		return
+	}
+	m.requests.WithLabelValues(c.API, strconv.Itoa(c.Status)).Inc()
+	m.ends.WithLabelValues(c.API, c.EndReason).Inc()
+	m.duration.WithLabelValues(c.API).Observe(c.EndedAt.Sub(c.StartedAt).Seconds())
+	if c.FirstByteAt != nil {
+		m.ttfb.WithLabelValues(c.API).Observe(c.FirstByteAt.Sub(c.StartedAt).Seconds())
+	}
+}

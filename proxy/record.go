@@ -1,0 +1,91 @@
+package proxy
+
+import (
+	"encoding/json"
+
+	"github.com/orchard-rl/orchard/proxy/assemble"
+	"github.com/orchard-rl/orchard/recorder"
+)
+
+// record turns a finished exchange into its orchard.call/v1 record and hands
+// it to the sink. It runs on a record worker, off the request path.
+func (h *Handler) record(x *exchange) {
+	c := new(recorder.Call)
+	*c = x.call
+	c.Status = x.status
+	c.EndedAt = x.ended.UTC()
+	switch {
+	case !x.firstByte.IsZero():
+		t := x.firstByte.UTC()
+		c.FirstByteAt = &t
+	case !x.headerAt.IsZero():
+		t := x.headerAt.UTC()
+		c.FirstByteAt = &t
+	}
+	c.Request, c.RequestRaw = jsonOrString(x.reqBody)
+	if x.reqDecodeErr != "" {
+		c.Error = "request body kept as sent: " + x.reqDecodeErr
+	}
+	if x.readErr != nil && c.EndReason == recorder.EndUpstreamError {
+		c.Error = x.readErr.Error()
+	}
+	if x.resp != nil {
+		h.recordResponse(c, x)
+	}
+	h.met.observe(c)
+	h.opts.Sink.Record(c)
+}
+
+func (h *Handler) recordResponse(c *recorder.Call, x *exchange) {
+	body, err := decodeBody(x.respEncoding, x.resp.Bytes())
+	if err != nil {
+		c.Response, _ = jsonOrString(x.resp.Bytes())
+		c.Error = "response kept as received: " + err.Error()
+		return
+	}
+	if c.Status < 200 || c.Status >= 300 || !assembles(c.API) {
+		c.Response, _ = jsonOrString(body)
+		return
+	}
+	var res assemble.Result
+	if x.sse {
+		res = assemble.Stream(c.API, body)
+		if c.EndReason == recorder.EndDone && !res.Done {
+			c.EndReason = recorder.EndEOF
+		}
+	} else {
+		res = assemble.JSON(c.API, body)
+	}
+	c.Response, c.Usage, c.Tokens = res.Response, res.Usage, res.Tokens
+	if c.Model == "" {
+		c.Model = res.Model
+	}
+	if res.Err != "" && c.Error == "" {
+		c.Error = res.Err
+	}
+	if c.Response == nil {
+		c.Response, _ = jsonOrString(body)
+	}
+}
+
+// assembles reports whether api's responses are reassembled for the record.
+func assembles(api string) bool {
+	switch api {
+	case recorder.APIChatCompletions, recorder.APICompletions, recorder.APIResponses, recorder.APIMessages:
+		return true
+	}
+	return false
+}
+
+// jsonOrString returns b itself when it is one JSON value, else b as a JSON
+// string (and true), so that a malformed body is still recorded exactly.
+func jsonOrString(b []byte) (json.RawMessage, bool) {
+	if len(b) == 0 {
+		return nil, false
+	}
+	if json.Valid(b) {
+		return json.RawMessage(b), false
+	}
+	s, _ := json.Marshal(string(b))
+	return s, true
+}
