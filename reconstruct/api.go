@@ -1,0 +1,91 @@
+package reconstruct
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/orchard-rl/orchard/recorder"
+)
+
+const (
+	apiChat        = recorder.APIChatCompletions
+	apiCompletions = recorder.APICompletions
+	apiResponses   = recorder.APIResponses
+	apiMessages    = recorder.APIMessages
+)
+
+// ErrUnsupportedAPI is returned for calls whose API carries no
+// conversation (embeddings, model listings, token counts).
+var ErrUnsupportedAPI = errors.New("api carries no conversation")
+
+type codec struct {
+	decode     func([]byte) (*Conversation, error)
+	encode     func(*Conversation) (json.RawMessage, error)
+	completion func([]byte) ([]Message, error)
+}
+
+var codecs = map[string]codec{
+	apiChat:        {decodeChatRequest, encodeChatRequest, decodeChatCompletion},
+	apiCompletions: {decodeCompletionsRequest, encodeCompletionsRequest, decodeCompletionsCompletion},
+	apiResponses:   {decodeResponsesRequest, encodeResponsesRequest, decodeResponsesCompletion},
+	apiMessages:    {decodeMessagesRequest, encodeMessagesRequest, decodeMessagesCompletion},
+}
+
+// Supported reports whether calls of api can be reconstructed.
+func Supported(api string) bool {
+	_, ok := codecs[api]
+	return ok
+}
+
+// ErrInvalidJSON is returned for bodies that are not valid JSON.
+var ErrInvalidJSON = errors.New("invalid JSON")
+
+// DecodeRequest decodes a request body of api (a recorder API name) into
+// its canonical conversation. The result shares memory with body, which
+// must not be modified while the result is in use.
+func DecodeRequest(api string, body []byte) (*Conversation, error) {
+	c, ok := codecs[api]
+	if !ok {
+		return nil, fmt.Errorf("%s: %w", api, ErrUnsupportedAPI)
+	}
+	if !json.Valid(body) {
+		return nil, fmt.Errorf("decode %s request: %w", api, ErrInvalidJSON)
+	}
+	conv, err := c.decode(body)
+	if err != nil {
+		return nil, fmt.Errorf("decode %s request: %w", api, err)
+	}
+	return conv, nil
+}
+
+// EncodeRequest writes conv back as a request body of conv.API. For a
+// conversation returned by [DecodeRequest] the result is the same JSON
+// document as the decoded body, up to object key order and insignificant
+// white space.
+func EncodeRequest(conv *Conversation) (json.RawMessage, error) {
+	c, ok := codecs[conv.API]
+	if !ok {
+		return nil, fmt.Errorf("%s: %w", conv.API, ErrUnsupportedAPI)
+	}
+	return c.encode(conv)
+}
+
+// DecodeCompletion returns the messages the model generated, read from a
+// non-streaming response object of api: the assistant message of choice 0
+// (chat), the choice's text (completions), the output items (Responses),
+// or the message (Anthropic).
+func DecodeCompletion(api string, response []byte) ([]Message, error) {
+	c, ok := codecs[api]
+	if !ok {
+		return nil, fmt.Errorf("%s: %w", api, ErrUnsupportedAPI)
+	}
+	if !json.Valid(response) {
+		return nil, fmt.Errorf("decode %s response: %w", api, ErrInvalidJSON)
+	}
+	msgs, err := c.completion(response)
+	if err != nil {
+		return nil, fmt.Errorf("decode %s response: %w", api, err)
+	}
+	return msgs, nil
+}

@@ -1,0 +1,141 @@
+package reconstruct
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"slices"
+
+	"github.com/orchard-rl/orchard/recorder"
+)
+
+// Output formats (--format).
+const (
+	FormatTurns        = "turns"        // orchard.turn/v1, one line per call
+	FormatTrajectories = "trajectories" // orchard.trajectory/v1, one line per segment
+	FormatSFT          = "sft"          // messages + tools
+	FormatVerl         = "verl"         // verl MultiTurnSFTDataset fields
+	FormatTRL          = "trl"          // TRL SFTTrainer conversational (+ tokenized) fields
+	FormatOpenRLHF     = "openrlhf"     // OpenRLHF SFTDataset multiturn fields
+)
+
+// Formats lists the output formats.
+var Formats = []string{FormatTurns, FormatTrajectories, FormatSFT, FormatVerl, FormatTRL, FormatOpenRLHF}
+
+// newEpisode reconstructs an episode from its calls: reads each call,
+// threads them into segments and handles token drift by onDrift.
+func newEpisode(info recorder.EpisodeSummary, calls []*recorder.Call, onDrift string, st *Stats) *episode {
+	calls = slices.Clone(calls)
+	slices.SortStableFunc(calls, func(a, b *recorder.Call) int { return cmp.Compare(a.Seq, b.Seq) })
+	e := &episode{info: info, calls: make([]*callState, len(calls))}
+	for i, c := range calls {
+		e.calls[i] = newCallState(c)
+		st.Bytes += int64(len(c.Request) + len(c.Response))
+		if r := e.calls[i].reason; r != "" {
+			st.Unusable[r]++
+		}
+	}
+	st.Calls += len(calls)
+	e.segs = applyDrift(e.calls, thread(e.calls), onDrift, st.Drift)
+	numberSegments(e.segs)
+	return e
+}
+
+// numberSegments numbers segments in order of their first call.
+func numberSegments(segs []*segment) {
+	slices.SortStableFunc(segs, func(a, b *segment) int { return cmp.Compare(a.firstOrder, b.firstOrder) })
+	for i, s := range segs {
+		s.id = i
+	}
+}
+
+// encode appends the episode's lines in format to buf.
+func (e *episode) encode(format string, buf *bytes.Buffer, st *Stats, check bool) error {
+	enc := json.NewEncoder(buf)
+	enc.SetEscapeHTML(false)
+	if format == FormatTurns {
+		for _, cs := range e.calls {
+			if cs.reason == "unsupported_api" {
+				continue
+			}
+			if err := enc.Encode(e.turn(cs)); err != nil {
+				return err
+			}
+			st.Samples++
+		}
+		return nil
+	}
+	for _, s := range e.segs {
+		if s.dropped {
+			st.DroppedSegments++
+			continue
+		}
+		t, err := e.trajectory(s)
+		if err != nil {
+			// a request that decodes as JSON but not as its API: reported, not fatal
+			st.BadSegments++
+			continue
+		}
+		if check {
+			e.check(s, t, st)
+		}
+		if err := enc.Encode(adapt(format, t)); err != nil {
+			return err
+		}
+		st.Samples++
+	}
+	return nil
+}
+
+// turn builds the orchard.turn/v1 record of one call.
+func (e *episode) turn(cs *callState) *Turn {
+	c := cs.call
+	t := &Turn{
+		Schema: TurnSchema, EpisodeID: e.info.ID, TaskID: strOrNil(e.info.TaskID), GroupID: strOrNil(e.info.GroupID),
+		CallID: c.CallID, Seq: c.Seq, Turn: -1, API: c.API, Model: c.Model, Usage: c.Usage,
+		Outcome: TurnOutcome{EpisodeStatus: e.info.Status, EpisodeReward: e.info.Reward, HTTPStatus: c.Status,
+			EndReason: c.EndReason, Error: c.Error, Unusable: cs.reason},
+		Lineage: TurnLineage{Kind: cs.kind},
+	}
+	if t.Lineage.Kind == "" {
+		t.Lineage.Kind = "none" // unusable calls are in no thread
+	}
+	if cs.parent >= 0 {
+		t.Lineage.ParentCallID = e.calls[cs.parent].call.CallID
+	}
+	if cs.retriedBy >= 0 {
+		t.Lineage.RetriedBy = e.calls[cs.retriedBy].call.CallID
+	}
+	if s := cs.seg; s != nil && !s.dropped {
+		if k := slices.Index(s.calls, slices.Index(e.calls, cs)); k >= 0 {
+			id := s.id
+			t.Segment, t.Turn = &id, k
+		}
+	}
+	if conv, err := DecodeRequest(c.API, c.Request); err == nil {
+		var in []viewMsg
+		if conv.System != nil {
+			in = append(in, viewMsg{msg: conv.System, call: -1})
+		}
+		for i := range conv.Messages {
+			in = append(in, viewMsg{msg: &conv.Messages[i], call: -1})
+		}
+		t.Prompt, _ = chatView(c.API, in)
+		t.Tools = chatTools(c.API, conv.Tools)
+	}
+	if t.Prompt == nil {
+		t.Prompt = []ChatMessage{}
+	}
+	if len(cs.comp) > 0 {
+		in := make([]viewMsg, len(cs.comp))
+		for i := range cs.comp {
+			in[i] = viewMsg{msg: &cs.comp[i], call: 0}
+		}
+		view, _ := chatView(c.API, in)
+		t.Completion = &view[0]
+	}
+	if tk := c.Tokens; tk != nil {
+		t.Tokens = &TurnTokens{PromptIDs: tk.PromptIDs, CompletionIDs: tk.CompletionIDs, Logprobs: tk.Logprobs}
+	}
+	return t
+}

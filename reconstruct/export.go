@@ -1,0 +1,268 @@
+package reconstruct
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"runtime"
+	"slices"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/orchard-rl/orchard/recorder"
+)
+
+// Source is what export reads from a store: [recorder.Store] satisfies it
+// on either backend. Implementations must be safe for concurrent use.
+type Source interface {
+	ListEpisodes(ctx context.Context, f recorder.Filter) ([]recorder.EpisodeSummary, string, error)
+	Episode(ctx context.Context, id string) (*recorder.EpisodeSummary, error)
+	Calls(ctx context.Context, episodeID string) ([]*recorder.Call, error)
+}
+
+// Options configures [Export].
+type Options struct {
+	// Format is one of [Formats]; "" means trajectories.
+	Format string
+	// Filter selects episodes by task, group, status and time; ignored
+	// when Episodes is set. Limit and Cursor are managed by Export.
+	Filter recorder.Filter
+	// Episodes, when set, are exported in this order instead of a listing.
+	Episodes []string
+	// Workers is how many episodes are reconstructed at once; 0 means
+	// GOMAXPROCS. Output order does not depend on it.
+	Workers int
+	// OnDrift is the drift action ([DriftSplit], [DriftDrop], [DriftKeep]);
+	// "" means split.
+	OnDrift string
+	// Check verifies every trajectory with token ids (see Stats.Violations).
+	Check bool
+	// Progress, when set, is called after each episode is written, from
+	// the goroutine that called Export.
+	Progress func(Progress)
+}
+
+// Progress is the running count of an export.
+type Progress struct {
+	Episodes, TotalEpisodes int
+	Calls                   int
+	Bytes                   int64
+}
+
+// Stats reports what an export read and wrote.
+type Stats struct {
+	Episodes int
+	Calls    int
+	Samples  int   // lines written
+	Bytes    int64 // request and response bytes of the calls read
+	// Unusable counts calls no sample trains on, by reason.
+	Unusable map[string]int
+	// Drift counts token breaks by drift class.
+	Drift           map[string]int
+	DroppedSegments int
+	// BadSegments counts segments whose last request did not decode as its
+	// API (no sample is written for them).
+	BadSegments int
+	// Checked counts trajectories with token ids verified by Check;
+	// Violations counts failures by class (drift classes for segments kept
+	// despite a drift, ViolationInputIDs, ViolationMask).
+	Checked    int
+	Violations map[string]int
+}
+
+func newStats() Stats {
+	return Stats{Unusable: map[string]int{}, Drift: map[string]int{}, Violations: map[string]int{}}
+}
+
+func (s *Stats) add(o *Stats) {
+	s.Episodes += o.Episodes
+	s.Calls += o.Calls
+	s.Samples += o.Samples
+	s.Bytes += o.Bytes
+	s.DroppedSegments += o.DroppedSegments
+	s.BadSegments += o.BadSegments
+	s.Checked += o.Checked
+	for _, p := range [][2]map[string]int{{s.Unusable, o.Unusable}, {s.Drift, o.Drift}, {s.Violations, o.Violations}} {
+		for k, v := range p[1] {
+			p[0][k] += v
+		}
+	}
+}
+
+// ViolationCount returns the total number of violations.
+func (s *Stats) ViolationCount() int {
+	n := 0
+	for _, v := range s.Violations {
+		n += v
+	}
+	return n
+}
+
+// ErrBadOptions is returned for options Export cannot run with.
+var ErrBadOptions = errors.New("bad export options")
+
+func (o *Options) normalize() error {
+	if o.Format == "" {
+		o.Format = FormatTrajectories
+	}
+	if !slices.Contains(Formats, o.Format) {
+		return fmt.Errorf("%w: unknown format %q (want one of %v)", ErrBadOptions, o.Format, Formats)
+	}
+	if o.OnDrift == "" {
+		o.OnDrift = DriftSplit
+	}
+	if !ValidDriftAction(o.OnDrift) {
+		return fmt.Errorf("%w: unknown drift action %q (want split, drop or keep)", ErrBadOptions, o.OnDrift)
+	}
+	if o.Workers < 0 {
+		return fmt.Errorf("%w: workers %d < 0", ErrBadOptions, o.Workers)
+	}
+	if o.Workers == 0 {
+		o.Workers = runtime.GOMAXPROCS(0)
+	}
+	return nil
+}
+
+// Export reconstructs the selected episodes and writes their samples to w
+// as JSON lines, in listing order whatever the number of workers. It
+// returns when every episode is written, an error occurs, or ctx is done.
+func Export(ctx context.Context, src Source, w io.Writer, opts Options) (Stats, error) {
+	st := newStats()
+	if err := opts.normalize(); err != nil {
+		return st, err
+	}
+	eps, err := selectEpisodes(ctx, src, &opts)
+	if err != nil {
+		return st, err
+	}
+	type result struct {
+		i   int
+		buf []byte
+		st  Stats
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	g, ctx := errgroup.WithContext(ctx)
+	jobs := make(chan int)
+	results := make(chan result, opts.Workers)
+	window := make(chan struct{}, 2*opts.Workers) // bounds episodes read but not yet written
+	g.Go(func() error {
+		defer close(jobs)
+		for i := range eps {
+			select {
+			case window <- struct{}{}:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			select {
+			case jobs <- i:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	})
+	workers, wctx := errgroup.WithContext(ctx)
+	for range opts.Workers {
+		workers.Go(func() error {
+			for i := range jobs {
+				buf, est, err := exportEpisode(wctx, src, eps[i], &opts)
+				if err != nil {
+					return err
+				}
+				select {
+				case results <- result{i, buf, est}:
+				case <-wctx.Done():
+					return wctx.Err()
+				}
+			}
+			return nil
+		})
+	}
+	g.Go(func() error { defer close(results); return workers.Wait() })
+
+	pending := map[int]result{}
+	next := 0
+	var werr error
+	for r := range results {
+		if werr != nil {
+			continue // draining after a write error
+		}
+		pending[r.i] = r
+		for p, ok := pending[next]; ok; p, ok = pending[next] {
+			delete(pending, next)
+			next++
+			<-window
+			if _, err := w.Write(p.buf); err != nil {
+				werr = fmt.Errorf("write: %w", err)
+				cancel(werr)
+				break
+			}
+			st.add(&p.st)
+			if opts.Progress != nil {
+				opts.Progress(Progress{Episodes: st.Episodes, TotalEpisodes: len(eps), Calls: st.Calls, Bytes: st.Bytes})
+			}
+		}
+	}
+	if err := g.Wait(); werr == nil && err != nil {
+		return st, err
+	}
+	return st, werr
+}
+
+// exportEpisode reconstructs one episode into its lines.
+func exportEpisode(ctx context.Context, src Source, ep recorder.EpisodeSummary, opts *Options) ([]byte, Stats, error) {
+	st := newStats()
+	calls, err := src.Calls(ctx, ep.ID)
+	if err != nil {
+		return nil, st, fmt.Errorf("read calls of episode %s: %w", ep.ID, err)
+	}
+	e := newEpisode(ep, calls, opts.OnDrift, &st)
+	var buf bytes.Buffer
+	if err := e.encode(opts.Format, &buf, &st, opts.Check); err != nil {
+		return nil, st, err
+	}
+	st.Episodes = 1
+	return buf.Bytes(), st, nil
+}
+
+// selectEpisodes returns the episodes to export, in output order.
+func selectEpisodes(ctx context.Context, src Source, opts *Options) ([]recorder.EpisodeSummary, error) {
+	if len(opts.Episodes) > 0 {
+		out := make([]recorder.EpisodeSummary, 0, len(opts.Episodes))
+		for _, id := range opts.Episodes {
+			ep, err := src.Episode(ctx, id)
+			if err != nil {
+				return nil, fmt.Errorf("episode %s: %w", id, err)
+			}
+			out = append(out, *ep)
+		}
+		return out, nil
+	}
+	f := opts.Filter
+	f.Cursor = ""
+	var out []recorder.EpisodeSummary
+	for {
+		page, cursor, err := src.ListEpisodes(ctx, f)
+		if err != nil {
+			return nil, fmt.Errorf("list episodes: %w", err)
+		}
+		out = append(out, page...)
+		if f.Limit > 0 && len(out) >= f.Limit {
+			return out[:f.Limit], nil
+		}
+		if cursor == "" {
+			break
+		}
+		f.Cursor = cursor
+	}
+	return out, nil
+}
+
+// SortedKeys returns a count map's keys in order, for stable reports.
+func SortedKeys(m map[string]int) []string {
+	return slices.Sorted(maps.Keys(m))
+}
