@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/orchard-rl/orchard/recorder"
+	"github.com/orchard-rl/orchard/recorder/lineage"
 )
 
 // Sink receives finished call records. Record must not block on storage
@@ -62,6 +63,9 @@ type Options struct {
 
 	// Registry, when set, gets the proxy's metrics and is served at /metrics.
 	Registry *prometheus.Registry
+	// LineageEpisodes bounds how many episodes keep drift-detection state
+	// in memory (least recently used go first). Default 4096.
+	LineageEpisodes int
 
 	// IdleTimeout aborts an upstream exchange after this long without a byte
 	// (before the response headers, or between body reads). Default 10m.
@@ -108,7 +112,8 @@ type Handler struct {
 	wg     sync.WaitGroup
 	closed chan struct{}
 	eps    *episodeAPI // nil without Options.Episodes
-	met    *metrics    // nil without Options.Registry
+	lin    *lineage.Tracker
+	met    *metrics // nil without Options.Registry
 }
 
 // New returns a Handler with its record workers running. It panics if
@@ -168,6 +173,10 @@ func New(opts Options) *Handler {
 	if opts.Registry != nil {
 		h.met = newMetrics(opts.Registry)
 	}
+	if opts.LineageEpisodes <= 0 {
+		opts.LineageEpisodes = 4096
+	}
+	h.lin = lineage.NewTracker(lineage.Options{MaxEpisodes: opts.LineageEpisodes})
 	h.mux = h.routes()
 	for range opts.Workers {
 		h.wg.Add(1)

@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"strconv"
+	"strings"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -15,6 +17,8 @@ type metrics struct {
 	ends     *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	ttfb     *prometheus.HistogramVec
+	lineage  *prometheus.CounterVec
+	harness  harnessNames
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -34,7 +38,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 14),
 		}, []string{"api"}),
 	}
-	reg.MustRegister(m.requests, m.ends, m.duration, m.ttfb)
+	m.lineage = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "orchard_proxy_lineage_total",
+		Help: "Recorded calls by how they relate to earlier calls of their episode (drift class) and harness.",
+	}, []string{"kind", "harness"})
+	m.harness.seen = make(map[string]struct{})
+	reg.MustRegister(m.requests, m.ends, m.duration, m.ttfb, m.lineage)
 	return m
 }
 
@@ -48,4 +57,34 @@ func (m *metrics) observe(c *recorder.Call) {
 	if c.FirstByteAt != nil {
 		m.ttfb.WithLabelValues(c.API).Observe(c.FirstByteAt.Sub(c.StartedAt).Seconds())
 	}
+	if c.Lineage != nil {
+		m.lineage.WithLabelValues(c.Lineage.Kind, m.harness.name(c.Harness)).Inc()
+	}
+}
+
+// harnessNames turns User-Agents into a bounded set of label values: the
+// product name ("codex_exec/0.171.0 (...)" is "codex_exec"), and "other"
+// once maxHarnesses names have been seen.
+type harnessNames struct {
+	mu   sync.Mutex // guards following
+	seen map[string]struct{}
+}
+
+const maxHarnesses = 32
+
+func (h *harnessNames) name(ua string) string {
+	name, _, _ := strings.Cut(ua, "/")
+	name, _, _ = strings.Cut(name, " ")
+	if name == "" {
+		return "unknown"
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.seen[name]; !ok {
+		if len(h.seen) >= maxHarnesses {
+			return "other"
+		}
+		h.seen[name] = struct{}{}
+	}
+	return name
 }

@@ -32,6 +32,12 @@ func (h *Handler) record(x *exchange) {
 	if x.resp != nil {
 		h.recordResponse(c, x)
 	}
+	// Calls of one episode come one after another (a call starts once the
+	// answer to the previous one is in), so records reach the tracker in
+	// arrival order; truly concurrent calls are compared either way round.
+	if l, ok := h.lin.Observe(c); ok {
+		c.Lineage = &l
+	}
 	h.met.observe(c)
 	h.opts.Sink.Record(c)
 }

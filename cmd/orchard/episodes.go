@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -123,6 +124,7 @@ func printEpisodeTable(w io.Writer, eps []recorder.EpisodeSummary) error {
 func printEpisode(w io.Writer, ep *recorder.EpisodeSummary, calls []*recorder.Call) error {
 	fmt.Fprintf(w, "episode %s  status %s  calls %d  task %s  group %s  reward %s\n",
 		ep.ID, ep.Status, len(calls), dash(ep.TaskID), dash(ep.GroupID), reward(ep.Reward))
+	fmt.Fprintf(w, "lineage %s\n", driftSummary(calls))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SEQ\tCALL\tAPI\tMODEL\tSTREAM\tSTATUS\tEND\tTTFB\tTOTAL\tIN\tOUT\tTOKEN IDS\tLINEAGE")
 	for _, c := range calls {
@@ -195,4 +197,25 @@ func lineage(c *recorder.Call) string {
 		s += " <- " + c.Lineage.ParentCallID
 	}
 	return s
+}
+
+// driftSummary counts the calls of each lineage kind, in a fixed order.
+func driftSummary(calls []*recorder.Call) string {
+	n := map[string]int{}
+	for _, c := range calls {
+		if c.Lineage != nil {
+			n[c.Lineage.Kind]++
+		}
+	}
+	var parts []string
+	for _, k := range []string{recorder.LineageRoot, recorder.LineageExtend, recorder.LineageRetokenized,
+		recorder.LineageTemplateRewrite, recorder.LineageEdited, recorder.LineageCompacted, recorder.LineageFork, recorder.LineageRetry} {
+		if n[k] > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", k, n[k]))
+		}
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
 }
