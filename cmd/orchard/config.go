@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -29,6 +30,13 @@ type proxyConfig struct {
 	IdleTimeout       time.Duration // upstream idle limit; env ORCHARD_IDLE_TIMEOUT; default 10m
 	MaxBody           int64         // request body limit in bytes; default 256 MiB
 	Routes            []routeConfig // model name -> upstream (file only)
+
+	Auth        string        // none|required; env ORCHARD_AUTH; default none
+	TokenSecret string        // HMAC secret of episode tokens, shared by replicas; env ORCHARD_TOKEN_SECRET
+	AdminToken  string        // bearer token for /orchard/v1/*; env ORCHARD_ADMIN_TOKEN
+	PublicURL   string        // base URL sandboxes reach the proxy at; env ORCHARD_PUBLIC_URL
+	TokenTTL    time.Duration // episode token lifetime; default 24h
+	Retention   time.Duration // finished episodes are deleted this long after finishing; 0 keeps them
 }
 
 // routeConfig sends one model's calls to another upstream.
@@ -52,6 +60,10 @@ type fileConfig struct {
 	Redis             *string       `json:"redis"`
 	IdleTimeout       *string       `json:"idle_timeout"`
 	MaxBody           *int64        `json:"max_body"`
+	Auth              *string       `json:"auth"`
+	PublicURL         *string       `json:"public_url"`
+	Retention         *string       `json:"retention"`
+	TokenTTL          *string       `json:"token_ttl"`
 	Routes            []routeConfig `json:"routes"`
 }
 
@@ -79,6 +91,35 @@ func (c *proxyConfig) register(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Redis, "redis", envOr("ORCHARD_REDIS_URL", ""), "Redis URL; overrides --data (env ORCHARD_REDIS_URL)")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", idle, "abandon an upstream exchange after this long without a byte (env ORCHARD_IDLE_TIMEOUT)")
 	fs.Int64Var(&c.MaxBody, "max-body", 256<<20, "largest request body accepted, in bytes")
+	fs.StringVar(&c.Auth, "auth", envOr("ORCHARD_AUTH", "none"), "none, or required: inference routes need an episode token and /orchard/v1 the admin token (env ORCHARD_AUTH)")
+	fs.StringVar(&c.TokenSecret, "token-secret", envOr("ORCHARD_TOKEN_SECRET", ""), "secret that signs episode tokens, the same on every replica (env ORCHARD_TOKEN_SECRET)")
+	fs.StringVar(&c.AdminToken, "admin-token", envOr("ORCHARD_ADMIN_TOKEN", ""), "bearer token required on /orchard/v1/* (env ORCHARD_ADMIN_TOKEN)")
+	fs.StringVar(&c.PublicURL, "public-url", envOr("ORCHARD_PUBLIC_URL", ""), "base URL sandboxes reach the proxy at, for the env of new episodes (default: the Host of the request; env ORCHARD_PUBLIC_URL)")
+	fs.DurationVar(&c.TokenTTL, "token-ttl", 24*time.Hour, "lifetime of episode tokens")
+	fs.DurationVar(&c.Retention, "retention", 0, "delete finished episodes this long after they finish, e.g. 168h (0: keep)")
+}
+
+// validate checks the settings that depend on each other.
+func (c *proxyConfig) validate() error {
+	switch c.Auth {
+	case "none", "":
+	case "required":
+		if c.AdminToken == "" {
+			return errors.New("--auth required needs --admin-token (or ORCHARD_ADMIN_TOKEN) for the episode API")
+		}
+		if len(c.TokenSecret) < 16 {
+			return errors.New("--auth required needs --token-secret (or ORCHARD_TOKEN_SECRET) of at least 16 bytes, the same on every replica")
+		}
+	default:
+		return fmt.Errorf("--auth %q: want none or required", c.Auth)
+	}
+	if c.TokenSecret != "" && len(c.TokenSecret) < 16 {
+		return errors.New("--token-secret must be at least 16 bytes")
+	}
+	if c.MaxBody <= 0 || c.IdleTimeout <= 0 {
+		return errors.New("--max-body and --idle-timeout must be positive")
+	}
+	return nil
 }
 
 // applyFile reads a YAML config file and sets every flag the command line
@@ -114,7 +155,8 @@ func (c *proxyConfig) applyFile(fs *pflag.FlagSet, path string) error {
 	for name, v := range map[string]*string{
 		"listen": f.Listen, "upstream": f.Upstream, "anthropic-upstream": f.AnthropicUpstream,
 		"upstream-kind": f.UpstreamKind, "data": f.Data, "redis": f.Redis, "idle-timeout": f.IdleTimeout,
-		"max-body": maxBody, "upstream-key": key,
+		"max-body": maxBody, "upstream-key": key, "auth": f.Auth, "public-url": f.PublicURL,
+		"retention": f.Retention, "token-ttl": f.TokenTTL,
 	} {
 		if err := set(name, v); err != nil {
 			return err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
@@ -48,7 +51,14 @@ or ANTHROPIC_BASE_URL=http://HOST/e/EPISODE; every model call is forwarded untou
 // drain the pipeline into the store. ready, if not nil, receives the
 // listening address.
 func runProxy(ctx context.Context, cfg *proxyConfig, lg *slog.Logger, ready chan<- string) error {
+	if err := cfg.validate(); err != nil {
+		return err
+	}
 	def, anth, routes, err := cfg.upstreams()
+	if err != nil {
+		return err
+	}
+	signer, err := newSigner(cfg.TokenSecret, lg)
 	if err != nil {
 		return err
 	}
@@ -58,11 +68,17 @@ func runProxy(ctx context.Context, cfg *proxyConfig, lg *slog.Logger, ready chan
 	}
 	defer store.Close()
 	pipe := recorder.NewPipeline(store, recorder.PipelineOptions{SpillDir: spillDir(cfg), Logger: lg})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(pipe.Collectors()...)
 	h := proxy.New(proxy.Options{
 		Upstream: def, Anthropic: anth, Routes: routes,
 		Sink:        pipe,
 		IdleTimeout: cfg.IdleTimeout, MaxBodyBytes: cfg.MaxBody,
-		Logger: lg,
+		Logger:   lg,
+		Tokens:   signer, RequireToken: cfg.Auth == "required",
+		Episodes: store, Signer: signer, AdminToken: cfg.AdminToken, PublicURL: cfg.PublicURL, TokenTTL: cfg.TokenTTL,
+		Registry: reg,
 	})
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -77,6 +93,9 @@ func runProxy(ctx context.Context, cfg *proxyConfig, lg *slog.Logger, ready chan
 	pipeCtx, stopPipe := context.WithCancel(context.WithoutCancel(ctx))
 	var g errgroup.Group
 	g.Go(func() error { return pipe.Start(pipeCtx) })
+	if cfg.Retention > 0 {
+		g.Go(func() error { gcLoop(pipeCtx, store, cfg.Retention, lg); return nil })
+	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	select {
@@ -115,4 +134,17 @@ func storeName(cfg *proxyConfig) string {
 		return "redis"
 	}
 	return "embedded:" + cfg.Data
+}
+
+// newSigner returns the episode token signer. Without a configured secret
+// it makes a random one: tokens then die with the process and verify on
+// this replica only, which is fine for one proxy on the embedded store.
+func newSigner(secret string, lg *slog.Logger) (*proxy.Signer, error) {
+	key := []byte(secret)
+	if len(key) == 0 {
+		key = make([]byte, 32)
+		rand.Read(key)
+		lg.Info("no --token-secret: episode tokens are valid on this process only, until it stops")
+	}
+	return proxy.NewSigner(key)
 }

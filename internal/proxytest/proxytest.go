@@ -33,6 +33,9 @@ func NewSink() *Sink { return &Sink{ch: make(chan *recorder.Call, 4096)} }
 // Record implements [proxy.Sink].
 func (s *Sink) Record(c *recorder.Call) { s.ch <- c }
 
+// Pending reports how many records arrived that no call has taken yet.
+func (s *Sink) Pending() int { return len(s.ch) + len(s.stash) }
+
 // Next returns the next record. Its timeout only turns a hang into a
 // failure; it is not synchronisation.
 func (s *Sink) Next(t testing.TB) *recorder.Call {
