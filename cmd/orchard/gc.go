@@ -27,7 +27,7 @@ more than --older-than ago, with its calls and events. Running episodes are neve
 			if olderThan <= 0 {
 				return fmt.Errorf("--older-than must be positive, e.g. 168h")
 			}
-			st, err := openWriteStore(cmd.Context(), sf.data, sf.redis, slog.New(slog.DiscardHandler))
+			st, err := openWriteStore(cmd.Context(), sf.data, sf.redis, 0, slog.New(slog.DiscardHandler))
 			if err != nil {
 				return err
 			}
@@ -59,6 +59,12 @@ type gcStore interface {
 // collectGarbage deletes the episodes that finished before cutoff and
 // returns how many it deleted (or, with dryRun, would delete).
 func collectGarbage(ctx context.Context, st gcStore, cutoff time.Time, dryRun bool) (int, error) {
+	if g, ok := st.(interface {
+		GC(context.Context, time.Duration) (int, error)
+	}); ok && !dryRun {
+		// The backend knows its finished episodes without a scan.
+		return g.GC(ctx, time.Since(cutoff))
+	}
 	n := 0
 	for _, status := range []string{recorder.StatusSuccess, recorder.StatusFailure, recorder.StatusError, recorder.StatusTimeout} {
 		f := recorder.Filter{Status: status, Limit: 1000}

@@ -62,7 +62,7 @@ func runProxy(ctx context.Context, cfg *proxyConfig, lg *slog.Logger, ready chan
 	if err != nil {
 		return err
 	}
-	store, err := openWriteStore(ctx, cfg.Data, cfg.Redis, lg)
+	store, err := openWriteStore(ctx, cfg.Data, cfg.Redis, cfg.Retention, lg)
 	if err != nil {
 		return err
 	}
@@ -75,8 +75,8 @@ func runProxy(ctx context.Context, cfg *proxyConfig, lg *slog.Logger, ready chan
 		Upstream: def, Anthropic: anth, Routes: routes,
 		Sink:        pipe,
 		IdleTimeout: cfg.IdleTimeout, MaxBodyBytes: cfg.MaxBody,
-		Logger:   lg,
-		Tokens:   signer, RequireToken: cfg.Auth == "required",
+		Logger: lg,
+		Tokens: signer, RequireToken: cfg.Auth == "required",
 		Episodes: store, Signer: signer, AdminToken: cfg.AdminToken, PublicURL: cfg.PublicURL, TokenTTL: cfg.TokenTTL,
 		Registry: reg,
 	})

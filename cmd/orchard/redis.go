@@ -2,12 +2,31 @@ package main
 
 import (
 	"context"
-	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/orchard-rl/orchard/recorder"
+	"github.com/orchard-rl/orchard/recorder/redisstore"
 )
 
-// openRedis opens the Redis store at url.
-func openRedis(ctx context.Context, url string) (recorder.Store, error) {
-	return nil, errors.New("the Redis backend is not built yet; use --data")
+// openRedis opens the Redis store at url: redis://, rediss:// (TLS), or
+// redis+cluster://host1:port1,host2:port2 (rediss+cluster:// with TLS) for
+// a Redis Cluster. With retention > 0, finished episodes expire that long
+// after they finish.
+func openRedis(ctx context.Context, url string, retention time.Duration, lg *slog.Logger) (recorder.Store, error) {
+	// go-redis logs dial failures through a global logger; send them to
+	// ours (they never hold credentials: URLs are not logged).
+	redis.SetLogger(redisLogger{lg})
+	return redisstore.Open(ctx, url, redisstore.Options{Retention: retention, Logger: lg})
+}
+
+type redisLogger struct{ l *slog.Logger }
+
+func (r redisLogger) Printf(_ context.Context, format string, v ...any) {
+	if r.l != nil {
+		r.l.Debug("redis client", "detail", fmt.Sprintf(format, v...))
+	}
 }

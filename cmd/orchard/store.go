@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -29,7 +30,7 @@ func addStoreFlags(cmd *cobra.Command, f *storeFlags) {
 // proxy that is writing the same store.
 func openReadStore(cmd *cobra.Command, f *storeFlags) (recorder.Store, error) {
 	if f.redis != "" {
-		return openRedis(cmd.Context(), f.redis)
+		return openRedis(cmd.Context(), f.redis, 0, slog.New(slog.DiscardHandler))
 	}
 	st, err := embedded.OpenReadOnly(f.data)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -42,9 +43,9 @@ func openReadStore(cmd *cobra.Command, f *storeFlags) (recorder.Store, error) {
 }
 
 // openWriteStore opens the store the proxy records into.
-func openWriteStore(ctx context.Context, data, redisURL string, lg *slog.Logger) (recorder.Store, error) {
+func openWriteStore(ctx context.Context, data, redisURL string, retention time.Duration, lg *slog.Logger) (recorder.Store, error) {
 	if redisURL != "" {
-		return openRedis(ctx, redisURL)
+		return openRedis(ctx, redisURL, retention, lg)
 	}
 	st, err := embedded.Open(data, embedded.Options{Logger: lg})
 	if errors.Is(err, embedded.ErrLocked) {

@@ -1,0 +1,117 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/orchard-rl/orchard/recorder"
+)
+
+// ErrClosed is returned by every method after Close.
+var ErrClosed = errors.New("store is closed")
+
+// Options configure a store. The zero value is the default.
+type Options struct {
+	// Prefix starts every key (default "orchard"). Stores with different
+	// prefixes share a Redis without seeing each other. No braces.
+	Prefix string
+	// Retention is how long a finished episode (PutEpisode with FinishedAt
+	// set) is kept: its keys get this expiry, counted from that PutEpisode.
+	// 0 keeps episodes until they are deleted or collected by GC.
+	Retention time.Duration
+	// NoDedup stores every call's bodies whole (for measurements only).
+	NoDedup bool
+	// MaxEncoders bounds how many episodes keep a dedup encoder in memory
+	// (least recently written first out; default 1024). An evicted
+	// episode's encoder is rebuilt from Redis on its next write.
+	MaxEncoders int
+	// TLS overrides the TLS configuration of rediss:// URLs (for a private
+	// CA or client certificates). Nil uses the system roots and the URL's
+	// host name.
+	TLS *tls.Config
+	// Logger receives warnings about unreadable stored frames. Nil discards.
+	Logger *slog.Logger
+}
+
+const (
+	defaultPrefix      = "orchard"
+	defaultMaxEncoders = 1024
+)
+
+// Store is the Redis [recorder.Store]. Several Stores (one per proxy
+// replica) may write the same Redis and the same episodes at once. All
+// methods are safe for concurrent use.
+type Store struct {
+	rdb  redis.UniversalClient
+	opts Options
+	keys keys
+	log  *slog.Logger
+	encs *encoders
+}
+
+var _ recorder.Store = (*Store)(nil)
+
+// Open connects to the Redis at url and checks that it answers PING.
+// Accepted URLs (see [ParseURL]):
+//
+//	redis://[user:password@]host:port[/db][?options]
+//	rediss://...                                   (TLS)
+//	redis+cluster://[user:password@]host1:port1,host2:port2[?options]
+//	rediss+cluster://...                           (Redis Cluster over TLS)
+func Open(ctx context.Context, url string, opts Options) (*Store, error) {
+	if opts.Prefix == "" {
+		opts.Prefix = defaultPrefix
+	}
+	if err := validPrefix(opts.Prefix); err != nil {
+		return nil, err
+	}
+	if opts.MaxEncoders <= 0 {
+		opts.MaxEncoders = defaultMaxEncoders
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	rdb, err := ParseURL(url, opts.TLS)
+	if err != nil {
+		return nil, err
+	}
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		rdb.Close()
+		return nil, fmt.Errorf("connect to redis %s: %w", redactURL(url), err)
+	}
+	return &Store{rdb: rdb, opts: opts, keys: keys{prefix: opts.Prefix}, log: opts.Logger, encs: newEncoders(opts.MaxEncoders)}, nil
+}
+
+// Close closes the connections. Calls in flight fail with an error.
+func (s *Store) Close() error {
+	if err := s.rdb.Close(); err != nil {
+		if errors.Is(err, redis.ErrClosed) {
+			return ErrClosed
+		}
+		return fmt.Errorf("close redis client: %w", err)
+	}
+	return nil
+}
+
+// wrapErr maps the client's closed error to ErrClosed.
+func wrapErr(err error) error {
+	if errors.Is(err, redis.ErrClosed) {
+		return ErrClosed
+	}
+	return err
+}
+
+// nonce returns a fresh random incarnation id.
+func nonce() string {
+	var b [12]byte
+	rand.Read(b[:]) // never fails (crypto/rand docs)
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,134 @@
+package redisstore
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/orchard-rl/orchard/recorder"
+	"github.com/orchard-rl/orchard/recorder/storetest"
+)
+
+// TestBackends runs the recorder.Store conformance suite and the Redis
+// store's own semantics on a single Redis and on a 3-master Redis Cluster.
+func TestBackends(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			t.Run("Conformance", func(t *testing.T) {
+				storetest.Run(t, storetest.Backend{
+					Open: func(t *testing.T) recorder.Store { return openT(t, b.url, Options{}) },
+					// A replica: a store that wrote nothing, on the same data.
+					Reopen: func(t *testing.T, s recorder.Store) recorder.Store { return twin(t, b.url, s.(*Store)) },
+				})
+			})
+			for _, tc := range []struct {
+				name string
+				fn   func(t *testing.T, url string)
+			}{
+				{"ReplayStoresNothing", testReplayStoresNothing},
+				{"TwoReplicas", testTwoReplicas},
+				{"ConcurrentReplicas", testConcurrentReplicas},
+				{"DeleteUnderReplica", testDeleteUnderReplica},
+				{"IndexMoves", testIndexMoves},
+				{"Retention", testRetention},
+				{"GC", testGC},
+			} {
+				t.Run(tc.name, func(t *testing.T) { tc.fn(t, b.url) })
+			}
+		})
+	}
+}
+
+func testReplayStoresNothing(t *testing.T, url string) {
+	s := openT(t, url, Options{})
+	calls := chatEpisode("ep", 5, 200)
+	writeT(t, s, calls[0], calls[1], calls[0])
+	size, _ := storedBytes(t, s, "ep")
+	writeT(t, s, calls[1], calls[0])
+	writeT(t, twin(t, url, s), calls[0])
+	if got, _ := storedBytes(t, s, "ep"); got != size {
+		t.Fatalf("replays grew the episode from %d to %d bytes", size, got)
+	}
+	if n := s.rdb.LLen(context.Background(), s.keys.episode("ep").log).Val(); n != 2 {
+		t.Fatalf("log holds %d frames, want 2", n)
+	}
+}
+
+// testTwoReplicas has two stores (two proxy replicas) write alternate calls
+// of one episode, as a load balancer without affinity would send them.
+func testTwoReplicas(t *testing.T, url string) {
+	a := openT(t, url, Options{})
+	b := twin(t, url, a)
+	calls := chatEpisode("ep", 40, 400)
+	for i, c := range calls {
+		writeT(t, []*Store{a, b}[i%2], c)
+	}
+	assertCalls(t, callsT(t, a, "ep"), calls)
+	assertCalls(t, callsT(t, b, "ep"), calls)
+	// Each replica resends what the other stored since its last call
+	// (about one turn), never the whole history.
+	payload, _ := storedBytes(t, a, "ep")
+	t.Logf("two replicas, 40 turns: stored %d B for a final request of %d B", payload, len(calls[len(calls)-1].Request))
+	if final := len(calls[len(calls)-1].Request); payload > int64(final)*3 {
+		t.Fatalf("two replicas stored %d bytes for a final request of %d, want < 3x", payload, final)
+	}
+}
+
+// testConcurrentReplicas writes the calls of several episodes from many
+// goroutines over two stores at once, with fewer encoders than episodes.
+func testConcurrentReplicas(t *testing.T, url string) {
+	a := openT(t, url, Options{MaxEncoders: 3})
+	b := twin(t, url, a)
+	eps := map[string][]*recorder.Call{}
+	for _, ep := range []string{"c1", "c2", "c3", "c4", "c5"} {
+		eps[ep] = chatEpisode(ep, 12, 300)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := range 8 {
+		wg.Go(func() {
+			st := []*Store{a, b}[w%2]
+			for turn := range 12 {
+				if turn%4 != w%4 {
+					continue
+				}
+				for _, calls := range eps {
+					if err := st.WriteCalls(context.Background(), []*recorder.Call{calls[turn]}); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for ep, calls := range eps {
+		assertCalls(t, callsT(t, a, ep), calls)
+	}
+	if n := a.encs.len(); n > 3 {
+		t.Fatalf("store keeps %d encoders, want at most MaxEncoders=3", n)
+	}
+}
+
+// testDeleteUnderReplica deletes an episode through one replica while
+// another holds dedup state for it: the other must notice and start afresh
+// instead of naming deleted calls as bases.
+func testDeleteUnderReplica(t *testing.T, url string) {
+	a := openT(t, url, Options{})
+	b := twin(t, url, a)
+	ctx := context.Background()
+	calls := chatEpisode("ep", 6, 300)
+	writeT(t, b, calls[:3]...)
+	if err := a.DeleteEpisode(ctx, "ep"); err != nil {
+		t.Fatal(err)
+	}
+	writeT(t, b, calls[3])
+	assertCalls(t, callsT(t, a, "ep"), calls[3:4])
+	writeT(t, a, calls[4]) // a has no state: it observes what b stored
+	writeT(t, b, calls[5])
+	assertCalls(t, callsT(t, b, "ep"), calls[3:])
+}
