@@ -187,3 +187,26 @@ func TestLargeBody(t *testing.T) {
 		t.Fatalf("upstream saw a refused body")
 	}
 }
+
+// TestIdleTimeout: an upstream that goes quiet mid-stream is abandoned
+// after the idle timeout (not a total deadline): the client sees the cut,
+// the upstream sees its request cancelled, the record says idle_timeout.
+func TestIdleTimeout(t *testing.T) {
+	e := newEnv(t, func(o *proxy.Options) { o.IdleTimeout = time.Second })
+	hdr := map[string]string{llmtest.HeaderFault: "hang_after=3,chunk_delay=10ms", "User-Agent": "idle"}
+	r := do(t, "POST", e.Proxy.URL+"/v1/chat/completions", hdr, chatBody(true))
+	if r.Err == nil {
+		t.Fatalf("client read a complete stream from a hung upstream: %q", r.Body)
+	}
+	if n := bytes.Count(r.Body, []byte("\n\n")); n != 3 {
+		t.Errorf("client got %d events before the cut, want 3", n)
+	}
+	select {
+	case <-e.Up.Canceled():
+	case <-time.After(10 * time.Second):
+		t.Fatal("upstream request not cancelled")
+	}
+	if c := e.Sink.ForHarness(t, "idle"); c.EndReason != recorder.EndIdleTimeout {
+		t.Fatalf("end_reason %q, want idle_timeout", c.EndReason)
+	}
+}
