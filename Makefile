@@ -8,14 +8,18 @@ TESTFLAGS ?=
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
-build: ## build bin/orchard
+build: ## build bin/orchard and bin/orchard-agent (the in-sandbox agent)
 	$(GO) build -o $(BIN) ./cmd/orchard
+	$(GO) build -o bin/orchard-agent ./envd/agent/cmd/orchard-agent
 
 test: ## run every test with the race detector
 	$(GO) test -race -count=1 $(TESTFLAGS) $(PKGS)
 
-test-k8s: ## run the Kubernetes backend tests against a real API server
-	ORCHARD_K8S_TEST=1 $(GO) test -race -count=1 -run Kube ./envd/...
+K8S_BIN ?= $(HOME)/.cache/orchard-k8s/bin
+
+test-k8s: ## build (once, cached) etcd + kube-apiserver + kwok, then run the Kubernetes backend tests
+	test -x $(K8S_BIN)/kube-apiserver || nice -n 19 deploy/testenv/build-bins.sh $(K8S_BIN) || test -x $(K8S_BIN)/kube-apiserver
+	ORCHARD_K8S_BIN=$(K8S_BIN) ORCHARD_K8S_TEST=1 $(GO) test -race -count=1 -run Kube ./envd/kube/
 
 bench: build ## run the benchmarks
 	$(GO) test -run '^$$' -bench . -benchmem ./proxy/... ./recorder/... ./reconstruct/...

@@ -1,0 +1,32 @@
+package main
+
+import (
+	"log/slog"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/orchard-rl/orchard/envd/agent"
+)
+
+func init() { subcommands = append(subcommands, newSandboxAgentCmd) }
+
+func newSandboxAgentCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "sandbox-agent [--listen ADDR | --listen-fd N] [--workdir DIR] [--install PATH] [-- ENTRYPOINT...]",
+		Short: "Run inside a sandbox: serve exec and files for envd (started by envd, not by hand)",
+		Long: `The in-sandbox agent. envd's local backend starts it inside each bubblewrap jail with
+--listen-fd; on Kubernetes it is the pod's command, "orchard sandbox-agent --listen :7070 --
+<original entrypoint>", copied in by an init container running "orchard sandbox-agent --install".
+Flags: --listen, --listen-fd, --workdir, --token-env (default ORCHARD_AGENT_TOKEN), --install,
+--default-timeout.`,
+		DisableFlagParsing: true, // the agent parses its own flags, shared with the tests
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := agent.ParseArgs(args)
+			if err != nil {
+				return err
+			}
+			return agent.Run(cmd.Context(), cfg, os.LookupEnv, slog.New(slog.NewTextHandler(os.Stderr, nil)))
+		},
+	}
+}

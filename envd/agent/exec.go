@@ -1,0 +1,272 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/orchard-rl/orchard/envd"
+)
+
+// execution is one command started by the agent and the log of its
+// events, kept after it ends so that clients can reattach.
+type execution struct {
+	id       string
+	maxBytes int64
+	started  time.Time
+
+	mu        sync.Mutex // guards following
+	events    []envd.Event
+	outBytes  int64
+	truncated bool
+	done      bool
+	result    envd.ExecResult
+	notify    chan struct{} // closed and replaced on every append
+	doneCh    chan struct{} // closed by finish
+	kill      func(reason string)
+	killCause string
+}
+
+func newExecution(id string, maxBytes int64) *execution {
+	return &execution{id: id, maxBytes: maxBytes, started: time.Now(), notify: make(chan struct{}), doneCh: make(chan struct{})}
+}
+
+// appendLocked stores ev with the next sequence number and wakes readers.
+func (x *execution) appendLocked(ev envd.Event) {
+	ev.Seq = int64(len(x.events)) + 1
+	ev.ExecID = x.id
+	x.events = append(x.events, ev)
+	close(x.notify)
+	x.notify = make(chan struct{})
+}
+
+// output stores one chunk of stdout or stderr, dropping what exceeds the
+// output cap and remembering that it did.
+func (x *execution) output(typ string, p []byte) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if room := x.maxBytes - x.outBytes; int64(len(p)) > room {
+		x.truncated = true
+		p = p[:max(room, 0)]
+	}
+	if len(p) == 0 {
+		return
+	}
+	x.outBytes += int64(len(p))
+	ev := envd.Event{Type: typ}
+	if utf8.Valid(p) {
+		ev.Data = string(p)
+	} else {
+		ev.DataB64 = append([]byte(nil), p...)
+	}
+	x.appendLocked(ev)
+}
+
+// since returns the stored events after seq, whether the exec has ended,
+// and a channel closed on the next append.
+func (x *execution) since(seq int64) ([]envd.Event, bool, <-chan struct{}) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	seq = min(max(seq, 0), int64(len(x.events)))
+	return x.events[seq:], x.done, x.notify
+}
+
+// finish records the result, appends the end event and wakes readers.
+func (x *execution) finish(res envd.ExecResult) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	res.ExecID = x.id
+	res.Truncated = x.truncated
+	x.result = res
+	x.done = true
+	r := res
+	x.appendLocked(envd.Event{Type: envd.EventEnd, Result: &r})
+	close(x.doneCh)
+}
+
+// fullResult returns the result with stdout and stderr joined from the
+// events; ok is false while the exec is running.
+func (x *execution) fullResult() (envd.ExecResult, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if !x.done {
+		return envd.ExecResult{ExecID: x.id, Running: true}, false
+	}
+	var out, errb strings.Builder
+	for _, ev := range x.events {
+		switch ev.Type {
+		case envd.EventStdout:
+			out.Write(ev.Bytes())
+		case envd.EventStderr:
+			errb.Write(ev.Bytes())
+		}
+	}
+	res := x.result
+	res.Stdout, res.Stderr = out.String(), errb.String()
+	if !utf8.ValidString(res.Stdout) {
+		res.StdoutB64 = []byte(res.Stdout)
+	}
+	if !utf8.ValidString(res.Stderr) {
+		res.StderrB64 = []byte(res.Stderr)
+	}
+	return res, true
+}
+
+// stop kills the exec's process tree once, recording why.
+func (x *execution) stop(reason string) {
+	x.mu.Lock()
+	kill := x.kill
+	if x.killCause == "" {
+		x.killCause = reason
+	}
+	x.mu.Unlock()
+	if kill != nil {
+		kill(reason)
+	}
+}
+
+// outWriter feeds one output stream of a command into its execution.
+type outWriter struct {
+	x   *execution
+	typ string
+}
+
+func (w outWriter) Write(p []byte) (int, error) {
+	w.x.output(w.typ, p)
+	return len(p), nil
+}
+
+// argv turns a request into the argument vector it runs.
+func argv(req *envd.ExecRequest) ([]string, error) {
+	switch {
+	case len(req.Cmd) > 0 && req.Shell != "":
+		return nil, envd.Errorf(envd.ErrBadRequest, "give either cmd or shell, not both")
+	case req.Shell != "":
+		return []string{"/bin/sh", "-c", req.Shell}, nil
+	case len(req.Cmd) == 0 || req.Cmd[0] == "":
+		return nil, envd.Errorf(envd.ErrBadRequest, `missing command: set "cmd" (an argv array) or "shell" (a string)`)
+	}
+	return req.Cmd, nil
+}
+
+// mergeEnv overlays extra onto base (KEY=VALUE lists), sorted by key.
+func mergeEnv(base []string, extra map[string]string) []string {
+	m := make(map[string]string, len(base)+len(extra))
+	for _, kv := range base {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	for k, v := range extra {
+		m[k] = v
+	}
+	env := make([]string, 0, len(m))
+	for k, v := range m {
+		env = append(env, k+"="+v)
+	}
+	sort.Strings(env)
+	return env
+}
+
+// start launches req in its own process group and returns its execution;
+// a goroutine owned by the server waits for it and applies the timeout.
+func (s *Server) start(req *envd.ExecRequest) (*execution, error) {
+	args, err := argv(req)
+	if err != nil {
+		return nil, err
+	}
+	for k := range req.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return nil, envd.Errorf(envd.ErrBadRequest, "invalid env name %q", k)
+		}
+	}
+	timeout := req.Timeout.D()
+	if timeout <= 0 {
+		timeout = s.opts.DefaultTimeout
+	}
+	x := newExecution(s.newID(), s.opts.MaxOutput)
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Dir = s.path(req.Cwd)
+	cmd.Env = mergeEnv(s.opts.BaseEnv, req.Env)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if req.Stdin != nil {
+		cmd.Stdin = strings.NewReader(*req.Stdin)
+	}
+	cmd.Stdout = outWriter{x, envd.EventStdout}
+	cmd.Stderr = outWriter{x, envd.EventStderr}
+	cmd.WaitDelay = s.opts.WaitDelay
+	if err := cmd.Start(); err != nil {
+		x.mu.Lock()
+		x.appendLocked(envd.Event{Type: envd.EventStart})
+		x.mu.Unlock()
+		x.finish(envd.ExecResult{ExitCode: 127, Error: fmt.Sprintf("start %s: %v", args[0], err)})
+		s.register(x)
+		return x, nil
+	}
+	pid := cmd.Process.Pid
+	x.mu.Lock()
+	x.kill = func(string) { killTree(pid) }
+	x.appendLocked(envd.Event{Type: envd.EventStart, PID: pid})
+	x.mu.Unlock()
+	s.register(x)
+	s.wg.Add(1)
+	go s.waitExec(x, cmd, timeout)
+	return x, nil
+}
+
+// waitExec waits for cmd, killing its process tree when the timeout
+// passes or the server shuts down, and records the result.
+func (s *Server) waitExec(x *execution, cmd *exec.Cmd, timeout time.Duration) {
+	defer s.wg.Done()
+	timer := time.AfterFunc(timeout, func() { x.stop("timeout") })
+	stopOnClose := context.AfterFunc(s.ctx, func() { x.stop("agent shutting down") })
+	err := cmd.Wait()
+	timer.Stop()
+	stopOnClose()
+	res := envd.ExecResult{DurationMS: float64(time.Since(x.started).Microseconds()) / 1000}
+	res.ExitCode = exitCode(cmd.ProcessState)
+	x.mu.Lock()
+	cause := x.killCause
+	x.mu.Unlock()
+	switch {
+	case cause == "timeout":
+		res.TimedOut = true
+		res.Error = fmt.Sprintf("timed out after %s; process group killed", timeout)
+	case cause != "":
+		res.Error = "killed: " + cause
+	case err != nil && !errors.As(err, new(*exec.ExitError)) && !errors.Is(err, exec.ErrWaitDelay):
+		res.Error = err.Error()
+	}
+	x.finish(res)
+	s.retire(x)
+}
+
+// exitCode returns the exit status, or 128+signal for a killed process.
+func exitCode(ps *os.ProcessState) int {
+	if ps == nil {
+		return -1
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}
+
+// path resolves p against the work directory; "" is the work directory.
+func (s *Server) path(p string) string {
+	if p == "" {
+		return s.opts.Workdir
+	}
+	if filepath.IsAbs(p) {
+		return filepath.Clean(p)
+	}
+	return filepath.Join(s.opts.Workdir, p)
+}

@@ -1,0 +1,297 @@
+package kube
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/orchard-rl/orchard/envd"
+)
+
+// Options configures a [Backend].
+type Options struct {
+	Client    kubernetes.Interface // required
+	Namespace string               // where sandbox pods live; default "orchard-sandboxes"
+	// AgentImage holds a static orchard binary at /orchard; the init
+	// container copies it into each pod. Required.
+	AgentImage string
+	PullPolicy corev1.PullPolicy // default IfNotPresent
+	AgentPort  int               // default 7070
+	// RuntimeClass, when set, is every pod's runtimeClassName (gVisor,
+	// Kata).
+	RuntimeClass string
+	// ServiceAccount of sandbox pods; "" means the namespace default
+	// (its token is not mounted either way).
+	ServiceAccount string
+	// Owner is the value of the orchard.dev/owner label; the sweep only
+	// touches pods with this owner. Default "envd".
+	Owner string
+	// WarmSize is how many ready pods to keep per template; 0 disables
+	// the warm pool. Warm lists specs to pre-warm at start; specs seen by
+	// Create are kept warm too.
+	WarmSize int
+	Warm     []envd.Spec
+	// ReadyTimeout bounds how long Create waits for a pod; default 5 min.
+	ReadyTimeout time.Duration
+	// Transport reaches agents on pod IPs; default an HTTP/2 (cleartext)
+	// transport that keeps one multiplexed connection per pod.
+	Transport http.RoundTripper
+	Logger    *slog.Logger // nil discards
+	// OnPoolChange, when set, is called (without locks held) after a warm
+	// pod joins the pool; for metrics and tests.
+	OnPoolChange func()
+}
+
+// Backend runs each sandbox as a pod and talks to the agent in it on the
+// pod IP. It implements envd.Backend and is safe for concurrent use; Close
+// stops its watch and warm-pool loop.
+type Backend struct {
+	opts     Options
+	pods     cache.SharedIndexInformer
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	refillCh chan struct{}
+
+	mu        sync.Mutex               // guards following
+	waiters   map[string]chan struct{} // pod name -> closed on any change
+	sandboxes map[string]string        // sandbox id -> pod name
+	tokens    map[string]string        // pod name -> agent token
+	warm      map[string][]string      // template -> ready, unclaimed pod names
+	pending   map[string]int           // template -> warm pods being created
+	templates map[string]envd.Spec     // template -> spec, kept warm
+}
+
+// New starts watching the sandbox pods and, when WarmSize > 0, filling
+// the warm pool. It returns once the watch has synced.
+func New(ctx context.Context, opts Options) (*Backend, error) {
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	lctx, cancel := context.WithCancel(context.Background())
+	b := &Backend{opts: opts, cancel: cancel, refillCh: make(chan struct{}, 1),
+		waiters: map[string]chan struct{}{}, sandboxes: map[string]string{}, tokens: map[string]string{},
+		warm: map[string][]string{}, pending: map[string]int{}, templates: map[string]envd.Spec{}}
+	f := informers.NewSharedInformerFactoryWithOptions(opts.Client, 0, informers.WithNamespace(opts.Namespace),
+		informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
+			lo.LabelSelector = LabelManagedBy + "=" + managedBy + "," + LabelOwner + "=" + opts.Owner
+		}))
+	b.pods = f.Core().V1().Pods().Informer()
+	_, _ = b.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { b.changed(obj) },
+		UpdateFunc: func(_, obj any) { b.changed(obj) },
+		DeleteFunc: func(obj any) { b.changed(obj) },
+	})
+	b.wg.Add(1)
+	go b.runInformer(lctx)
+	if !cache.WaitForCacheSync(ctx.Done(), b.pods.HasSynced) {
+		b.Close()
+		return nil, fmt.Errorf("watch pods in %s: %w", opts.Namespace, ctx.Err())
+	}
+	for _, s := range opts.Warm {
+		s := s
+		if s.Workdir == "" {
+			s.Workdir = "/work"
+		}
+		b.templates[templateKey(&s, opts.RuntimeClass)] = s
+	}
+	b.wg.Add(1)
+	go b.refillLoop(lctx)
+	b.kick()
+	return b, nil
+}
+
+func (b *Backend) runInformer(ctx context.Context) {
+	defer b.wg.Done()
+	b.pods.Run(ctx.Done())
+}
+
+func (o *Options) defaults() error {
+	if o.Client == nil {
+		return errors.New("kube backend: no Kubernetes client")
+	}
+	if o.AgentImage == "" {
+		return errors.New("kube backend: --agent-image is required (an image with a static orchard binary at /orchard)")
+	}
+	if o.Namespace == "" {
+		o.Namespace = "orchard-sandboxes"
+	}
+	if o.PullPolicy == "" {
+		o.PullPolicy = corev1.PullIfNotPresent
+	}
+	if o.AgentPort == 0 {
+		o.AgentPort = 7070
+	}
+	if o.Owner == "" {
+		o.Owner = "envd"
+	}
+	if o.ReadyTimeout <= 0 {
+		o.ReadyTimeout = 5 * time.Minute
+	}
+	if o.Transport == nil {
+		t := &http.Transport{DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+			MaxIdleConnsPerHost: 4, IdleConnTimeout: 90 * time.Second, Protocols: new(http.Protocols)}
+		t.Protocols.SetUnencryptedHTTP2(true)
+		o.Transport = t
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// Close stops the watch and the warm-pool loop and deletes the warm pods
+// (within 10 s). Claimed pods are left alone: envd deletes its sandboxes
+// before it closes the backend, and a later sweep catches the rest.
+func (b *Backend) Close() {
+	b.cancel()
+	b.wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	b.mu.Lock()
+	var names []string
+	for _, ns := range b.warm {
+		names = append(names, ns...)
+	}
+	b.warm = map[string][]string{}
+	b.mu.Unlock()
+	for _, n := range names {
+		if err := b.deletePod(ctx, n); err != nil {
+			b.opts.Logger.Warn("delete warm pod", "pod", n, "err", err)
+		}
+	}
+}
+
+// changed wakes whoever waits on the pod obj.
+func (b *Backend) changed(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	b.mu.Lock()
+	if ch, ok := b.waiters[pod.Name]; ok {
+		close(ch)
+		b.waiters[pod.Name] = make(chan struct{})
+	}
+	b.mu.Unlock()
+}
+
+// watchPod returns the pod's current cached state and a channel closed on
+// its next change.
+func (b *Backend) watchPod(name string) (*corev1.Pod, <-chan struct{}) {
+	b.mu.Lock()
+	ch, ok := b.waiters[name]
+	if !ok {
+		ch = make(chan struct{})
+		b.waiters[name] = ch
+	}
+	b.mu.Unlock()
+	obj, exists, _ := b.pods.GetStore().GetByKey(b.opts.Namespace + "/" + name)
+	if !exists {
+		return nil, ch
+	}
+	return obj.(*corev1.Pod), ch
+}
+
+// waitReady blocks until pod name is ready by the watch and its agent
+// answers, and returns the pod's IP.
+func (b *Backend) waitReady(ctx context.Context, name string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.opts.ReadyTimeout)
+	defer cancel()
+	defer func() { b.mu.Lock(); delete(b.waiters, name); b.mu.Unlock() }()
+	for {
+		pod, ch := b.watchPod(name)
+		if pod != nil && podReady(pod) {
+			return pod.Status.PodIP, b.health(ctx, pod.Status.PodIP)
+		}
+		if pod != nil && podDead(pod) {
+			return "", fmt.Errorf("%w: pod %s ended (%s) before it was ready", envd.ErrUpstream, name, pod.Status.Phase)
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return "", fmt.Errorf("wait for pod %s: %w", name, ctx.Err())
+		}
+	}
+}
+
+// health calls the agent until it answers (the pod can report ready a
+// moment before a fresh connection is accepted).
+func (b *Backend) health(ctx context.Context, ip string) error {
+	url := "http://" + net.JoinHostPort(ip, strconv.Itoa(b.opts.AgentPort)) + "/agent/v1/health"
+	var err error
+	for wait := 5 * time.Millisecond; ; wait = min(wait*2, time.Second) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		var res *http.Response
+		if res, err = b.opts.Transport.RoundTrip(req); err == nil {
+			_, _ = io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = fmt.Errorf("agent health: HTTP %d", res.StatusCode)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("agent at %s: %w (last error: %w)", ip, ctx.Err(), err)
+		case <-t.C:
+		}
+	}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// instance describes the agent of pod at ip for envd.
+func (b *Backend) instance(ip, token string, spec *envd.Spec) *envd.Instance {
+	inst := &envd.Instance{BaseURL: "http://" + net.JoinHostPort(ip, strconv.Itoa(b.opts.AgentPort)),
+		Transport: b.opts.Transport, Token: token, Workdir: spec.Workdir}
+	if spec.Resources.PIDs > 0 {
+		inst.Warnings = append(inst.Warnings, "resources.pids is not a pod field; the kubelet's --pod-max-pids applies")
+	}
+	if spec.Network == "none" {
+		inst.Warnings = append(inst.Warnings, `network "none" needs a NetworkPolicy on Kubernetes; not applied`)
+	}
+	return inst
+}
+
+// deletePod deletes a pod at once; a pod already gone is not an error.
+func (b *Backend) deletePod(ctx context.Context, name string) error {
+	zero := int64(0)
+	err := b.opts.Client.CoreV1().Pods(b.opts.Namespace).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete pod %s: %w", name, err)
+	}
+	return nil
+}
+
+// claimPatch relabels a warm pod as sandbox id's.
+func claimPatch(id string) []byte {
+	return []byte(`{"metadata":{"labels":{"` + LabelState + `":"claimed","` + LabelSandbox + `":"` + id + `"}}}`)
+}
+
+func intOrName(name string) intstr.IntOrString { return intstr.FromString(name) }

@@ -1,0 +1,11 @@
+// Package kube is envd's Kubernetes backend: each sandbox is a pod in a
+// configurable namespace, built from the user's image unchanged. An init
+// container copies a static orchard binary into a shared emptyDir and the
+// pod's command becomes "orchard sandbox-agent -- <entrypoint>"; envd then
+// talks to that agent on the pod IP over pooled cleartext HTTP/2. A shared
+// watch (informer) on the backend's pods reports readiness, and a warm pool
+// keeps N ready pods per pod template that Create claims with one label
+// patch. Pods carry labels (owner, state, sandbox, template) that the sweep
+// selects on after an envd restart. [Rules] lists the RBAC the backend
+// needs; deploy/base grants exactly that.
+package kube

@@ -1,0 +1,320 @@
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/orchard-rl/orchard/envd"
+)
+
+// Options configures a [Backend]. Zero fields take the documented defaults.
+type Options struct {
+	// StateDir holds one directory per sandbox (its work dir, agent socket
+	// and log); default $TMPDIR/orchard-envd. Sandboxes never see it.
+	StateDir string
+	// Bwrap is the bubblewrap binary; default "bwrap" from PATH.
+	Bwrap string
+	// AgentPath is the binary run as the sandbox agent; default
+	// "orchard-agent" next to this executable when it exists (smaller and
+	// faster to start), else this executable. It is bind-mounted read-only
+	// at /.orchard/agent.
+	AgentPath string
+	// AgentArgs come before the agent flags; default ["sandbox-agent"]
+	// (which orchard-agent accepts too).
+	AgentArgs []string
+	// AgentEnv is extra KEY=VALUE env of the agent process (and so of
+	// every command).
+	AgentEnv []string
+	// Network is the default network mode: "host" (shared, so the
+	// harness reaches the proxy on loopback) or "none"; default "host".
+	Network string
+	// NoUserNS disables the user namespace (it is used when the kernel
+	// allows one; capabilities are dropped either way).
+	NoUserNS bool
+	// CgroupParent names the parent cgroup of the sandboxes' cgroups,
+	// created under envd's own cgroup; default "orchard-envd". "-"
+	// disables cgroups.
+	CgroupParent string
+	// Hide lists extra host paths replaced by an empty tmpfs inside
+	// sandboxes (the state dir always is).
+	Hide []string
+	// StartTimeout bounds how long Create waits for the agent; default
+	// 30 s.
+	StartTimeout time.Duration
+	Logger       *slog.Logger // nil discards
+}
+
+// Backend runs each sandbox as a bubblewrap jail: a read-only view of the
+// host root (or of the image directory), a writable work directory, fresh
+// /tmp, /dev and /proc, its own PID, IPC, UTS (and optionally network and
+// user) namespaces, no capabilities, and cgroup limits. It implements
+// envd.Backend and is safe for concurrent use.
+type Backend struct {
+	opts   Options
+	cg     *cgroups // nil when disabled
+	userNS bool
+
+	mu    sync.Mutex // guards following
+	boxes map[string]*box
+}
+
+// box is one running jail.
+type box struct {
+	dir  string
+	cmd  *exec.Cmd
+	done chan struct{} // closed when the jail process has exited
+	cg   *cgroup
+	tr   *http.Transport
+}
+
+// New checks that bubblewrap runs and prepares the state directory and
+// cgroups. Unusable cgroups are not an error: they are logged once and
+// reported as a warning on each sandbox that asks for limits.
+func New(opts Options) (*Backend, error) {
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Join(opts.StateDir, "s"), 0o700); err != nil {
+		return nil, fmt.Errorf("create state dir: %w", err)
+	}
+	if out, err := exec.Command(opts.Bwrap, "--ro-bind", "/", "/", "true").CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("bubblewrap %s does not run (install the bubblewrap package): %w: %s", opts.Bwrap, err, out)
+	}
+	b := &Backend{opts: opts, boxes: map[string]*box{}}
+	if !opts.NoUserNS {
+		b.userNS = exec.Command(opts.Bwrap, "--unshare-user", "--ro-bind", "/", "/", "true").Run() == nil
+		if !b.userNS {
+			opts.Logger.Warn("user namespaces unavailable; sandboxes run without one (capabilities are still dropped)")
+		}
+	}
+	if opts.CgroupParent != "-" {
+		b.cg = detectCgroups(opts.CgroupParent)
+		if b.cg.warning != "" {
+			opts.Logger.Warn("cgroup limits degraded", "reason", b.cg.warning)
+		}
+	}
+	return b, nil
+}
+
+func (o *Options) defaults() error {
+	if o.StateDir == "" {
+		o.StateDir = filepath.Join(os.TempDir(), "orchard-envd")
+	}
+	abs, err := filepath.Abs(o.StateDir)
+	if err != nil {
+		return fmt.Errorf("state dir: %w", err)
+	}
+	o.StateDir = abs
+	if o.Bwrap == "" {
+		o.Bwrap = "bwrap"
+	}
+	if p, err := exec.LookPath(o.Bwrap); err != nil {
+		return fmt.Errorf("find bubblewrap (install the bubblewrap package): %w", err)
+	} else {
+		o.Bwrap = p
+	}
+	if o.AgentPath == "" {
+		if o.AgentPath, err = os.Executable(); err != nil {
+			return fmt.Errorf("find agent binary: %w", err)
+		}
+		if small := filepath.Join(filepath.Dir(o.AgentPath), "orchard-agent"); isExecutable(small) {
+			o.AgentPath = small
+		}
+	}
+	if o.AgentArgs == nil {
+		o.AgentArgs = []string{"sandbox-agent"}
+	}
+	if o.Network == "" {
+		o.Network = "host"
+	}
+	if o.Network != "host" && o.Network != "none" {
+		return fmt.Errorf("network %q: want host or none", o.Network)
+	}
+	if o.CgroupParent == "" {
+		o.CgroupParent = "orchard-envd"
+	}
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = 30 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// meta is written to each sandbox directory so a later envd can find and
+// kill what an earlier one left running.
+type meta struct {
+	ID        string `json:"id"`
+	PID       int    `json:"pid"`
+	StartTime string `json:"start_time"` // field 22 of /proc/PID/stat
+}
+
+// Create starts the jail and waits until its agent answers.
+func (b *Backend) Create(ctx context.Context, id string, spec *envd.Spec) (*envd.Instance, error) {
+	lim, err := parseLimits(spec.Resources)
+	if err != nil {
+		return nil, err
+	}
+	if spec.Image != "" {
+		if st, err := os.Stat(spec.Image); err != nil || !st.IsDir() || !filepath.IsAbs(spec.Image) {
+			return nil, envd.Errorf(envd.ErrBadRequest, "image %q: the local backend wants an absolute root filesystem directory", spec.Image)
+		}
+	}
+	bx := &box{dir: filepath.Join(b.opts.StateDir, "s", id), done: make(chan struct{})}
+	if err := os.MkdirAll(filepath.Join(bx.dir, "work"), 0o755); err != nil {
+		return nil, fmt.Errorf("create sandbox dir: %w", err)
+	}
+	warns, err := b.start(ctx, id, spec, lim, bx)
+	if err != nil {
+		b.teardown(bx)
+		return nil, err
+	}
+	b.mu.Lock()
+	b.boxes[id] = bx
+	b.mu.Unlock()
+	return &envd.Instance{BaseURL: "http://sandbox", Transport: bx.tr, Workdir: spec.Workdir, Warnings: warns}, nil
+}
+
+// start launches bubblewrap for bx and waits for the agent.
+func (b *Backend) start(ctx context.Context, id string, spec *envd.Spec, lim limits, bx *box) ([]string, error) {
+	sock := filepath.Join(bx.dir, "a.sock")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("listen on agent socket: %w", err)
+	}
+	ln.SetUnlinkOnClose(false)
+	lnFile, err := ln.File()
+	ln.Close() // the jail holds the dup; the socket file stays
+	if err != nil {
+		return nil, fmt.Errorf("agent socket fd: %w", err)
+	}
+	defer lnFile.Close()
+	var warns []string
+	if b.cg != nil {
+		if bx.cg, warns, err = b.cg.create(id, lim); err != nil {
+			return nil, err
+		}
+	} else if lim.any() {
+		warns = append(warns, "cgroups disabled (--cgroup-parent -); resource limits are not enforced")
+	}
+	blockR, blockW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("block pipe: %w", err)
+	}
+	defer blockW.Close()
+	logf, err := os.Create(filepath.Join(bx.dir, "agent.log"))
+	if err != nil {
+		blockR.Close()
+		return nil, fmt.Errorf("agent log: %w", err)
+	}
+	defer logf.Close()
+	bx.cmd = exec.Command(b.opts.Bwrap, b.bwrapArgs(spec, bx.dir)...)
+	bx.cmd.Stdout, bx.cmd.Stderr = logf, logf
+	bx.cmd.ExtraFiles = []*os.File{lnFile, blockR} // fds 3 and 4
+	bx.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	err = bx.cmd.Start()
+	blockR.Close()
+	if err != nil {
+		return nil, fmt.Errorf("start bubblewrap: %w", err)
+	}
+	go func() { _ = bx.cmd.Wait(); close(bx.done) }()
+	if err := b.writeMeta(id, bx); err != nil {
+		return nil, err
+	}
+	if bx.cg != nil {
+		// The jail waits on fd 4 before it runs the agent, so every
+		// process the sandbox ever starts is inside the cgroup.
+		if err := addTree(bx.cg, bx.cmd.Process.Pid); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := blockW.Write([]byte{1}); err != nil {
+		return nil, fmt.Errorf("release jail: %w", err)
+	}
+	bx.tr = unixTransport(sock)
+	return warns, b.waitReady(ctx, bx)
+}
+
+// waitReady polls the agent's health route over its socket. Connections
+// queue on the socket envd created, so the first call succeeds as soon as
+// the agent accepts; it fails fast if the jail exits.
+func (b *Backend) waitReady(ctx context.Context, bx *box) error {
+	ctx, cancel := context.WithTimeout(ctx, b.opts.StartTimeout)
+	defer cancel()
+	ctx, cancelDone := context.WithCancelCause(ctx)
+	defer cancelDone(nil)
+	go func() { // ends when waitReady returns, at the latest
+
+		select {
+		case <-bx.done:
+			cancelDone(errors.New("sandbox exited during start"))
+		case <-ctx.Done():
+		}
+	}()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://sandbox/agent/v1/health", nil)
+	res, err := bx.tr.RoundTrip(req)
+	if err == nil {
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode == http.StatusOK {
+			return nil
+		}
+		err = fmt.Errorf("agent health: HTTP %d", res.StatusCode)
+	}
+	if cause := context.Cause(ctx); cause != nil {
+		err = cause
+	}
+	return fmt.Errorf("start sandbox: %w; jail log: %s", err, b.logTail(bx))
+}
+
+// logTail returns the end of the sandbox's agent log.
+func (b *Backend) logTail(bx *box) string {
+	data, _ := os.ReadFile(filepath.Join(bx.dir, "agent.log"))
+	if len(data) > 2048 {
+		data = data[len(data)-2048:]
+	}
+	return strings.TrimSpace(string(data))
+}
+
+func (b *Backend) writeMeta(id string, bx *box) error {
+	pid := bx.cmd.Process.Pid
+	m := meta{ID: id, PID: pid, StartTime: startTime(pid)}
+	data, _ := json.Marshal(m)
+	if err := os.WriteFile(filepath.Join(bx.dir, "meta.json"), data, 0o600); err != nil {
+		return fmt.Errorf("write sandbox meta: %w", err)
+	}
+	return nil
+}
+
+// unixTransport dials the agent socket at path for every connection.
+func unixTransport(path string) *http.Transport {
+	return &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", path)
+		},
+		MaxIdleConnsPerHost: 32,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+	}
+}
+
+// isExecutable reports whether p is a regular file with an execute bit.
+func isExecutable(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0
+}
