@@ -21,8 +21,9 @@ test-k8s: ## build (once, cached) etcd + kube-apiserver + kwok, then run the Kub
 	test -x $(K8S_BIN)/kube-apiserver || nice -n 19 deploy/testenv/build-bins.sh $(K8S_BIN) || test -x $(K8S_BIN)/kube-apiserver
 	ORCHARD_K8S_BIN=$(K8S_BIN) ORCHARD_K8S_TEST=1 $(GO) test -race -count=1 -run Kube ./envd/kube/
 
-bench: build ## run the benchmarks
-	$(GO) test -run '^$$' -bench . -benchmem ./proxy/... ./recorder/... ./reconstruct/...
+bench: build ## load benchmark side by side (bench/results/*.json) + package benchmarks
+	$(BIN) bench --out bench/results
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 200x ./proxy/ ./recorder/... ./reconstruct/ ./internal/loadgen ./envd/local/ ./envd/agent/
 
 lint: ## go vet
 	$(GO) vet $(PKGS)

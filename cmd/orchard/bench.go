@@ -1,0 +1,138 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/orchard-rl/orchard/internal/loadgen"
+)
+
+func init() { subcommands = append(subcommands, newBenchCmd) }
+
+func newBenchCmd() *cobra.Command {
+	cfg := loadgen.Config{Scenario: loadgen.Scenario{}}
+	var out string
+	var long bool
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Load the upstream, a bare reverse proxy and orchard proxy side by side (issue 7)",
+		Long: `Start a scripted vLLM-style upstream, then load, one after the other and each in a fresh
+process: (a) the upstream directly, (b) a bare httputil.ReverseProxy, (c) orchard proxy on the
+embedded store, (d) on Redis, (e) (d) with --upstream-kind vllm, (f) (c) with --upstream-kind vllm,
+at each --concurrency (closed loop) and once at --rate (open loop). Prints a table, writes
+--out/<time>.json, and exits 1 if any stream failed. The default run takes about 4 minutes (6 with Redis);
+--long runs 20s cells twice.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if long {
+				fl := cmd.Flags()
+				if !fl.Changed("duration") {
+					cfg.Duration = 20 * time.Second
+				}
+				if !fl.Changed("warmup") {
+					cfg.Warmup = 2 * time.Second
+				}
+				if !fl.Changed("rounds") {
+					cfg.Rounds = 2
+				}
+			}
+			return runBench(cmd, cfg, out)
+		},
+	}
+	fl := cmd.Flags()
+	sc := &cfg.Scenario
+	fl.StringVar(&out, "out", "bench/results", "directory for the results JSON (empty: none)")
+	fl.BoolVar(&long, "long", false, "20s cells, 2s warmup, 2 rounds (about 15 minutes)")
+	fl.StringVar(&cfg.Bin, "bin", "", "orchard binary to run the proxies with (default: this one)")
+	fl.StringVar(&cfg.RedisServer, "redis-server", "", "redis-server binary (default: from PATH)")
+	fl.StringVar(&cfg.WorkDir, "work-dir", "", "keep stores and process logs here (default: a temporary directory, removed)")
+	fl.StringSliceVar(&cfg.Targets, "targets", loadgen.TargetKeys(), "targets to run: a upstream, b bare, c orchard, d orchard-redis, e orchard-redis-vllm, f orchard-vllm")
+	fl.IntSliceVar(&cfg.Concurrency, "concurrency", []int{1, 8, 64, 256}, "closed-loop client counts")
+	fl.DurationVar(&cfg.Warmup, "warmup", 2*time.Second, "warm-up per cell")
+	fl.DurationVar(&cfg.Duration, "duration", 6*time.Second, "measured window per cell")
+	fl.IntVar(&cfg.Rounds, "rounds", 1, "repeat the sweep, alternating target order, and merge")
+	fl.Float64Var(&cfg.OpenRate, "rate", 50, "open-loop requests per second, one cell per target (0: skip)")
+	fl.DurationVar(&cfg.OpenDuration, "open-duration", 0, "open-loop window (default: --duration)")
+	fl.IntVar(&sc.Turns, "turns", 8, "calls per agent episode")
+	fl.IntVar(&sc.PromptMin, "prompt-min", 2048, "request bytes of the first turn")
+	fl.IntVar(&sc.PromptMax, "prompt-max", 8192, "request bytes of the last turn (about)")
+	fl.IntVar(&sc.ChunksMin, "chunks-min", 50, "fewest token events per response")
+	fl.IntVar(&sc.ChunksMax, "chunks-max", 500, "most token events per response")
+	fl.IntVar(&sc.ChunkBytes, "chunk-bytes", 4, "text bytes per token event")
+	fl.DurationVar(&sc.FirstByteDelay, "first-byte-delay", 0, "upstream delay before the response headers")
+	fl.DurationVar(&sc.ChunkDelay, "chunk-delay", 0, "upstream delay between events")
+	cmd.AddCommand(newBenchUpstreamCmd(), newBenchBareCmd())
+	return cmd
+}
+
+func runBench(cmd *cobra.Command, cfg loadgen.Config, out string) error {
+	if cfg.Bin == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("find own binary: %w", err)
+		}
+		cfg.Bin = exe
+	}
+	cfg.Progress = cmd.ErrOrStderr()
+	rep, err := loadgen.RunSuite(cmd.Context(), cfg)
+	if err != nil {
+		return err
+	}
+	if err := rep.WriteTable(cmd.OutOrStdout()); err != nil {
+		return err
+	}
+	if out != "" {
+		path, err := rep.WriteJSON(out)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "\nresults: %s\n", path)
+	}
+	if rep.Failed() {
+		fmt.Fprintln(cmd.ErrOrStderr(), "orchard bench: some streams failed (see the err and trunc columns)")
+		return exitError{code: 1}
+	}
+	return nil
+}
+
+// newBenchUpstreamCmd is the benchmark's upstream process.
+func newBenchUpstreamCmd() *cobra.Command {
+	var listen, scenario string
+	cmd := &cobra.Command{
+		Use:    "upstream",
+		Short:  "Serve the benchmark's scripted vLLM-style upstream",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			sc, err := loadgen.ParseScenario(scenario)
+			if err != nil {
+				return err
+			}
+			return loadgen.ServeUpstream(cmd.Context(), listen, sc)
+		},
+	}
+	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8000", "address to serve on")
+	cmd.Flags().StringVar(&scenario, "scenario", "", "scenario as JSON (default: the default scenario)")
+	return cmd
+}
+
+// newBenchBareCmd is the bare reverse proxy the recording proxy is
+// compared with.
+func newBenchBareCmd() *cobra.Command {
+	var listen, upstream string
+	cmd := &cobra.Command{
+		Use:    "bare-proxy",
+		Short:  "Serve a bare httputil.ReverseProxy (FlushInterval -1), the benchmark's floor",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return loadgen.ServeBare(cmd.Context(), listen, upstream)
+		},
+	}
+	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8081", "address to serve on")
+	cmd.Flags().StringVar(&upstream, "upstream", "http://127.0.0.1:8000", "upstream base URL (without /v1)")
+	return cmd
+}

@@ -1,0 +1,164 @@
+package loadgen
+
+import (
+	"context"
+	"net/http/httptest"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+)
+
+func TestPercentile(t *testing.T) {
+	seq := func(n int) []time.Duration {
+		out := make([]time.Duration, n)
+		for i := range out {
+			out[i] = time.Duration(i + 1)
+		}
+		return out
+	}
+	tests := []struct {
+		name string
+		in   []time.Duration
+		p    float64
+		want time.Duration
+	}{
+		{"empty", nil, 50, 0},
+		{"one", seq(1), 99, 1},
+		{"p50 of 10", seq(10), 50, 5},
+		{"p90 of 10", seq(10), 90, 9},
+		{"p99 of 10", seq(10), 99, 10},
+		{"p99 of 1000", seq(1000), 99, 990},
+		{"p100", seq(7), 100, 7},
+		{"tiny p", seq(100), 0.001, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Percentile(tt.in, tt.p); got != tt.want {
+				t.Errorf("Percentile(%d values, %v) = %v, want %v", len(tt.in), tt.p, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestDistOf(t *testing.T) {
+	got := distOf([]time.Duration{4 * time.Millisecond, time.Millisecond, 3 * time.Millisecond, 2 * time.Millisecond})
+	want := Dist{P50: 2, P90: 4, P99: 4, Max: 4, Mean: 2.5}
+	if got != want {
+		t.Errorf("distOf = %+v, want %+v", got, want)
+	}
+}
+
+func TestClassify(t *testing.T) {
+	want := []byte("data: {\"a\":1}\n\ndata: [DONE]\n\n")
+	tests := []struct {
+		name string
+		got  string
+		want Outcome
+	}{
+		{"exact", string(want), OK},
+		{"no done", "data: {\"a\":1}\n\n", Truncated},
+		{"cut inside done", "data: {\"a\":1}\n\ndata: [DO", Truncated},
+		{"done without blank line", "data: {\"a\":1}\n\ndata: [DONE]\n", Truncated},
+		{"done glued to an open event", "data: {\"a\":1}\ndata: [DONE]\n\n", Truncated},
+		{"empty", "", Truncated},
+		{"changed byte", "data: {\"a\":2}\n\ndata: [DONE]\n\n", Corrupt},
+		{"missing event", "data: [DONE]\n\n", Corrupt},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Classify([]byte(tt.got), want); got != tt.want {
+				t.Errorf("Classify(%q) = %v, want %v", tt.got, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestScenarioShape(t *testing.T) {
+	var sc Scenario
+	sc.Defaults()
+	r, err := sc.render()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := sc.newRequests()
+	for k := range sc.Turns {
+		body := q.appendBody(nil, "run-w0-e0", k)
+		if !gjson.ValidBytes(body) {
+			t.Fatalf("turn %d: request is not valid JSON", k)
+		}
+		if got := len(gjson.GetBytes(body, "messages").Array()); got != 2+2*k {
+			t.Errorf("turn %d: %d messages, want %d", k, got, 2+2*k)
+		}
+		if n := len(body); n < sc.PromptMin*9/10 || n > sc.PromptMax*3/2 {
+			t.Errorf("turn %d: request of %d bytes, want about %d..%d", k, n, sc.PromptMin, sc.PromptMax)
+		}
+		events := len(r.events[variant{usage: true}][k])
+		// role chunk + token chunks + usage chunk + [DONE]
+		if events < sc.ChunksMin || events > sc.ChunksMax+4 {
+			t.Errorf("turn %d: %d events, want %d..%d", k, events, sc.ChunksMin, sc.ChunksMax+4)
+		}
+	}
+}
+
+// TestThroughBareProxy runs the closed and the open loop through the bare
+// proxy to the upstream and expects every stream intact.
+func TestThroughBareProxy(t *testing.T) {
+	sc := Scenario{Turns: 3, ChunksMin: 20, ChunksMax: 40}
+	sc.Defaults()
+	up, err := NewUpstream(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	us := httptest.NewServer(up)
+	defer us.Close()
+	u, _ := url.Parse(us.URL)
+	ps := httptest.NewServer(NewBareProxy(u))
+	defer ps.Close()
+	c, err := NewClient(ps.URL, sc, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, l := range []Load{
+		{Concurrency: 4, Duration: 200 * time.Millisecond, Run: "closed"},
+		{Rate: 100, Duration: 200 * time.Millisecond, Run: "open"},
+	} {
+		marks := 0
+		l.Mark = func(bool) { marks++ }
+		m := Run(context.Background(), c, l)
+		s := m.Summarize()
+		if s.Errors != 0 || s.Requests == 0 || marks != 2 {
+			t.Errorf("Run(%+v): %d samples, %d errors %v, %d marks; want samples, no errors, 2 marks",
+				l, s.Requests, s.Errors, s.ErrorLog, marks)
+		}
+	}
+}
+
+// TestTruncatedStreamIsError cuts every stream short and expects the
+// client to count each as truncated.
+func TestTruncatedStreamIsError(t *testing.T) {
+	sc := Scenario{Turns: 1, ChunksMin: 10, ChunksMax: 10}
+	sc.Defaults()
+	up, err := NewUpstream(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for v, evs := range up.r.events {
+		for k := range evs {
+			up.r.events[v][k] = evs[k][:len(evs[k])-1] // drop data: [DONE]
+		}
+	}
+	us := httptest.NewServer(up)
+	defer us.Close()
+	c, err := NewClient(us.URL, sc, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var b buffers
+	if got := c.Do(context.Background(), &b, "ep", 0, time.Now()); got.Outcome != Truncated {
+		t.Errorf("Do on a stream without [DONE] = %v (%s), want truncated", got.Outcome, got.Err)
+	}
+}

@@ -1,0 +1,247 @@
+package loadgen
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/orchard-rl/orchard/internal/llmtest"
+)
+
+// Model is the model name of every benchmark request and response.
+const Model = "bench"
+
+// Scenario is the shape of the agent traffic: an episode is Turns chat
+// completion calls whose prompts grow from PromptMin to about PromptMax bytes
+// (each turn resends the history plus the previous tool call and its result),
+// each answered by a stream of ChunksMin..ChunksMax token events (reasoning,
+// content, then a tool call's arguments; the last turn has no tool call).
+// The same Scenario must be given to the upstream and to the client: both
+// render the responses from it.
+type Scenario struct {
+	Turns      int `json:"turns"`       // calls per episode; default 8
+	PromptMin  int `json:"prompt_min"`  // request bytes of turn 0; default 2048
+	PromptMax  int `json:"prompt_max"`  // request bytes of the last turn, about; default 8192
+	ChunksMin  int `json:"chunks_min"`  // token events per response, at least; default 50
+	ChunksMax  int `json:"chunks_max"`  // at most; default 500
+	ChunkBytes int `json:"chunk_bytes"` // text bytes per token event; default 4
+	// FirstByteDelay is how long the upstream waits before its response
+	// headers (time to first token). Default 0.
+	FirstByteDelay time.Duration `json:"first_byte_delay_ns"`
+	// ChunkDelay is the upstream's pause between two events. Default 0:
+	// events go out as fast as the machine allows, the proxy's worst case.
+	ChunkDelay time.Duration `json:"chunk_delay_ns"`
+	Seed       uint64        `json:"seed"` // picks each turn's chunk count; default 7
+}
+
+// Defaults fills the zero fields of s with their defaults.
+func (s *Scenario) Defaults() {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&s.Turns, 8)
+	def(&s.PromptMin, 2048)
+	def(&s.PromptMax, 8192)
+	def(&s.ChunksMin, 50)
+	def(&s.ChunksMax, 500)
+	def(&s.ChunkBytes, 4)
+	if s.Seed == 0 {
+		s.Seed = 7
+	}
+}
+
+// Validate reports a scenario that cannot be rendered.
+func (s *Scenario) Validate() error {
+	switch {
+	case s.Turns < 1 || s.Turns > 64:
+		return fmt.Errorf("turns %d: want 1..64", s.Turns)
+	case s.PromptMin < 1024 || s.PromptMax < s.PromptMin:
+		return fmt.Errorf("prompt bytes %d..%d: want 1024 <= min <= max", s.PromptMin, s.PromptMax)
+	case s.ChunksMin < 8 || s.ChunksMax < s.ChunksMin || s.ChunksMax > 100000:
+		return fmt.Errorf("chunks %d..%d: want 8 <= min <= max <= 100000", s.ChunksMin, s.ChunksMax)
+	case s.ChunkBytes < 1 || s.ChunkBytes > 4096:
+		return fmt.Errorf("chunk bytes %d: want 1..4096", s.ChunkBytes)
+	case s.FirstByteDelay < 0 || s.ChunkDelay < 0:
+		return errors.New("delays must not be negative")
+	}
+	return nil
+}
+
+// chunks is the number of token events of turn k.
+func (s *Scenario) chunks(k int) int {
+	r := rand.New(rand.NewPCG(s.Seed, uint64(k)))
+	return s.ChunksMin + r.IntN(s.ChunksMax-s.ChunksMin+1)
+}
+
+// lastTurn reports whether turn k ends the episode (no tool call).
+func (s *Scenario) lastTurn(k int) bool { return k == s.Turns-1 }
+
+// turn is the scripted generation of turn k.
+func (s *Scenario) turn(k int) llmtest.Turn {
+	n := s.chunks(k)
+	// Shares chosen so that the history a turn adds (content and tool
+	// call) stays within the prompt growth per turn.
+	reasoning, args := n*3/5, 0
+	if !s.lastTurn(k) {
+		args = max(3, n*3/10)
+	}
+	content := max(1, n-reasoning-args)
+	t := llmtest.Turn{PromptTokenIDs: s.promptIDs(k)}
+	t.Reasoning = s.pieces(reasoning, 3*k)
+	t.Content = s.pieces(content, 3*k+1)
+	if args > 0 {
+		a := append(llmtest.Pieces{`{"command":"`}, s.pieces(args-2, 3*k+2)...)
+		t.ToolCalls = []llmtest.ToolCall{{ID: toolCallID(k), Name: "bash", Arguments: append(a, `"}`)}}
+	}
+	return t
+}
+
+func toolCallID(k int) string { return "call_bench_" + strconv.Itoa(k) }
+
+// promptIDs are the prompt token ids vLLM reports for turn k: one per four
+// prompt bytes, as a tokenizer would roughly give.
+func (s *Scenario) promptIDs(k int) []int64 {
+	ids := make([]int64, s.promptTarget(k)/4)
+	for i := range ids {
+		ids[i] = int64(1000 + i%50000)
+	}
+	return ids
+}
+
+// promptTarget is the intended request size of turn k.
+func (s *Scenario) promptTarget(k int) int {
+	if s.Turns == 1 {
+		return s.PromptMin
+	}
+	return s.PromptMin + (s.PromptMax-s.PromptMin)*k/(s.Turns-1)
+}
+
+// pieces returns n pieces of ChunkBytes JSON-safe text each.
+func (s *Scenario) pieces(n, salt int) llmtest.Pieces {
+	out := make(llmtest.Pieces, n)
+	text := filler(n*s.ChunkBytes, salt)
+	for i := range out {
+		out[i] = text[i*s.ChunkBytes : (i+1)*s.ChunkBytes]
+	}
+	return out
+}
+
+var words = strings.Fields(`the agent reads file main go and runs the tests then edits the handler to fix
+a bug in stream parsing while checking errors logs output diff patch commit build lint vet format
+function return value context cancel request response token chunk event proxy record store`)
+
+// filler returns n bytes of lowercase words and spaces (safe in a JSON
+// string without escaping), the same for the same salt.
+func filler(n, salt int) string {
+	var b strings.Builder
+	b.Grow(n + 16)
+	for i := salt; b.Len() < n; i++ {
+		b.WriteString(words[(i*7+salt)%len(words)])
+		b.WriteByte(' ')
+	}
+	return b.String()[:n]
+}
+
+// script is the llmtest script of the scenario.
+func (s *Scenario) script() *llmtest.Script {
+	sc := &llmtest.Script{Profile: llmtest.ProfileVLLM, Model: Model, Turns: make([]llmtest.Turn, s.Turns)}
+	for k := range sc.Turns {
+		sc.Turns[k] = s.turn(k)
+	}
+	return sc
+}
+
+// variant selects one rendering of a turn: the request fields that change
+// the upstream's bytes.
+type variant struct {
+	usage    bool // stream_options.include_usage
+	tokenIDs bool // return_token_ids
+}
+
+// rendered holds every turn's stream, split into events, for each variant.
+type rendered struct {
+	events map[variant][][][]byte // [turn][event]
+	bodies map[variant][][]byte   // [turn] whole body
+}
+
+// render asks llmtest for each turn's stream once.
+func (s *Scenario) render() (*rendered, error) {
+	h, err := llmtest.NewHandler(llmtest.Options{Scripts: map[string]*llmtest.Script{Model: s.script()}})
+	if err != nil {
+		return nil, fmt.Errorf("render scenario: %w", err)
+	}
+	defer h.Close()
+	r := &rendered{events: map[variant][][][]byte{}, bodies: map[variant][][]byte{}}
+	for _, v := range []variant{{false, false}, {true, false}, {false, true}, {true, true}} {
+		for k := range s.Turns {
+			body, err := renderTurn(h, k, v)
+			if err != nil {
+				return nil, fmt.Errorf("render turn %d %+v: %w", k, v, err)
+			}
+			r.bodies[v] = append(r.bodies[v], body)
+			r.events[v] = append(r.events[v], splitEvents(body))
+		}
+	}
+	return r, nil
+}
+
+func renderTurn(h *llmtest.Handler, k int, v variant) ([]byte, error) {
+	req := fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"x"}],"stream":true,"stream_options":{"include_usage":%t},"return_token_ids":%t}`,
+		Model, v.usage, v.tokenIDs)
+	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(req))
+	r.Header.Set(llmtest.HeaderTurn, strconv.Itoa(k))
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != http.StatusOK {
+		return nil, fmt.Errorf("llmtest answered %d: %s", w.Code, w.Body.Bytes())
+	}
+	if err := CheckTerminated(w.Body.Bytes()); err != nil {
+		return nil, err
+	}
+	return w.Body.Bytes(), nil
+}
+
+// splitEvents cuts an SSE body after each blank line; the parts share
+// body's memory.
+func splitEvents(body []byte) [][]byte {
+	var out [][]byte
+	for len(body) > 0 {
+		i := bytes.Index(body, []byte("\n\n"))
+		if i < 0 {
+			out = append(out, body)
+			break
+		}
+		out = append(out, body[:i+2])
+		body = body[i+2:]
+	}
+	return out
+}
+
+// MarshalFlag encodes s for the upstream process's --scenario flag.
+func (s *Scenario) MarshalFlag() string {
+	b, _ := json.Marshal(s) // a struct of numbers cannot fail
+	return string(b)
+}
+
+// ParseScenario decodes a --scenario flag value and applies the defaults.
+func ParseScenario(v string) (Scenario, error) {
+	var s Scenario
+	if v != "" {
+		dec := json.NewDecoder(strings.NewReader(v))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&s); err != nil {
+			return s, fmt.Errorf("parse scenario: %w", err)
+		}
+	}
+	s.Defaults()
+	return s, s.Validate()
+}

@@ -1,0 +1,476 @@
+package loadgen
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config configures [RunSuite]. Zero fields take the defaults in their
+// comments.
+type Config struct {
+	// Bin is the orchard binary, which serves `bench upstream`,
+	// `bench bare-proxy` and `proxy`. Required.
+	Bin string
+	// RedisServer is the redis-server binary; "" looks it up in PATH. Without
+	// one the Redis targets are skipped with a note.
+	RedisServer string
+	// Targets are target keys (a..f) or names; default all.
+	Targets []string
+	// Concurrency is the closed-loop sweep; default 1, 8, 64, 256.
+	Concurrency []int
+	// Warmup and Duration are per cell; default 2s and 6s.
+	Warmup, Duration time.Duration
+	// Rounds repeats the sweep, alternating the target order, and merges the
+	// samples; default 1.
+	Rounds int
+	// OpenRate is the open-loop rate in requests/s, run once per target
+	// after the sweep for OpenDuration (default Duration); 0 skips it.
+	OpenRate     float64
+	OpenDuration time.Duration
+	Scenario     Scenario
+	// WorkDir holds the stores and process logs; "" means a fresh temporary
+	// directory, removed at the end.
+	WorkDir string
+	// Progress receives a line per cell; nil discards.
+	Progress io.Writer
+}
+
+func (c *Config) defaults() {
+	if len(c.Targets) == 0 {
+		c.Targets = TargetKeys()
+	}
+	if len(c.Concurrency) == 0 {
+		c.Concurrency = []int{1, 8, 64, 256}
+	}
+	if c.Warmup <= 0 {
+		c.Warmup = 2 * time.Second
+	}
+	if c.Duration <= 0 {
+		c.Duration = 6 * time.Second
+	}
+	if c.Rounds <= 0 {
+		c.Rounds = 1
+	}
+	if c.OpenDuration <= 0 {
+		c.OpenDuration = c.Duration
+	}
+	if c.Progress == nil {
+		c.Progress = io.Discard
+	}
+	c.Scenario.Defaults()
+}
+
+// suite is one RunSuite's state.
+type suite struct {
+	cfg     Config
+	targets []target
+	work    string
+	up      *proc
+	redis   *proc // nil when Redis is unavailable
+	q       *requests
+	r       *rendered
+	skipped map[string]string // target key -> why
+	cells   map[cellKey]*cellRun
+	order   []cellKey
+	run     string
+}
+
+type cellKey struct {
+	target string
+	mode   string // "closed" or "open"
+	conc   int
+	rate   float64
+}
+
+// cellRun accumulates one cell over the rounds.
+type cellRun struct {
+	m                         Measurement
+	proxyCPU, upCPU, redisCPU time.Duration
+	clientCPU                 time.Duration
+	peakRSS                   int64
+	loadStart, loadEnd        float64 // sums over rounds
+	rounds                    int
+	sent, recorded            int // requests sent to a recording proxy, and calls it stored (-1: unknown)
+	spilled                   int // of recorded, calls that reached the store only by a restart's spill replay
+	notes                     []string
+}
+
+// RunSuite starts the upstream (and Redis), runs every target at every
+// concurrency, and returns the report. It stops every process it started.
+func RunSuite(ctx context.Context, cfg Config) (*Report, error) {
+	cfg.defaults()
+	if err := cfg.Scenario.Validate(); err != nil {
+		return nil, err
+	}
+	s := &suite{cfg: cfg, skipped: map[string]string{}, cells: map[cellKey]*cellRun{},
+		run: "r" + strconv.FormatInt(time.Now().Unix()%1e6, 10)}
+	for _, k := range cfg.Targets {
+		t, ok := targetByKey(k)
+		if !ok {
+			return nil, fmt.Errorf("unknown target %q (want one of %v)", k, TargetKeys())
+		}
+		s.targets = append(s.targets, t)
+	}
+	started := time.Now()
+	loadStart := loadAvg()
+	if err := s.setup(ctx); err != nil {
+		s.teardown()
+		return nil, err
+	}
+	defer s.teardown()
+	for round := range cfg.Rounds {
+		order := s.targets
+		if round%2 == 1 {
+			order = reversed(order)
+		}
+		for _, c := range cfg.Concurrency {
+			for _, t := range order {
+				s.cell(ctx, t, cellKey{target: t.Key, mode: "closed", conc: c})
+			}
+		}
+	}
+	if cfg.OpenRate > 0 {
+		for _, t := range s.targets {
+			s.cell(ctx, t, cellKey{target: t.Key, mode: "open", rate: cfg.OpenRate})
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return s.report(started, loadStart), nil
+}
+
+func reversed(ts []target) []target {
+	out := make([]target, len(ts))
+	for i, t := range ts {
+		out[len(ts)-1-i] = t
+	}
+	return out
+}
+
+// setup renders the scenario and starts the upstream and Redis.
+func (s *suite) setup(ctx context.Context) error {
+	var err error
+	if s.work = s.cfg.WorkDir; s.work == "" {
+		if s.work, err = os.MkdirTemp("", "orchard-bench-"); err != nil {
+			return fmt.Errorf("make work dir: %w", err)
+		}
+	} else if err = os.MkdirAll(s.work, 0o755); err != nil {
+		return fmt.Errorf("make work dir: %w", err)
+	}
+	if s.r, err = s.cfg.Scenario.render(); err != nil {
+		return err
+	}
+	s.q = s.cfg.Scenario.newRequests()
+	addr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	argv := []string{s.cfg.Bin, "bench", "upstream", "--listen", addr, "--scenario", s.cfg.Scenario.MarshalFlag()}
+	if s.up, err = startProc(ctx, "upstream", argv, nil, addr, s.work, httpReady); err != nil {
+		return err
+	}
+	for _, t := range s.targets {
+		if t.redis {
+			s.startRedis(ctx)
+			break
+		}
+	}
+	return nil
+}
+
+// startRedis starts a private redis-server, or notes why the Redis targets
+// are skipped.
+func (s *suite) startRedis(ctx context.Context) {
+	bin := s.cfg.RedisServer
+	if bin == "" {
+		var err error
+		if bin, err = exec.LookPath("redis-server"); err != nil {
+			s.skipRedis("no redis-server in PATH")
+			return
+		}
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		s.skipRedis(err.Error())
+		return
+	}
+	_, port, _ := cutLast(addr, ':')
+	dir := filepath.Join(s.work, "redis")
+	_ = os.MkdirAll(dir, 0o755)
+	argv := []string{bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--dir", dir, "--protected-mode", "yes"}
+	if s.redis, err = startProc(ctx, "redis", argv, nil, addr, s.work, redisReady); err != nil {
+		s.skipRedis(err.Error())
+	}
+}
+
+func (s *suite) skipRedis(why string) {
+	for _, t := range s.targets {
+		if t.redis {
+			s.skipped[t.Key] = why
+		}
+	}
+}
+
+func cutLast(s string, sep byte) (string, string, bool) {
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i] == sep {
+			return s[:i], s[i+1:], true
+		}
+	}
+	return s, "", false
+}
+
+func (s *suite) teardown() {
+	for _, p := range []*proc{s.up, s.redis} {
+		if p != nil {
+			_ = p.stop()
+		}
+	}
+	if s.cfg.WorkDir == "" && s.work != "" {
+		_ = os.RemoveAll(s.work)
+	}
+}
+
+// cell runs one target at one load, starting its proxy process fresh so
+// that its peak RSS belongs to this load alone.
+func (s *suite) cell(ctx context.Context, t target, key cellKey) {
+	if ctx.Err() != nil {
+		return
+	}
+	cr := s.cells[key]
+	if cr == nil {
+		cr = &cellRun{}
+		s.cells[key] = cr
+		s.order = append(s.order, key)
+	}
+	if why := s.skipped[t.Key]; why != "" {
+		return
+	}
+	base, px, env, err := s.startTarget(ctx, t, key)
+	if err != nil {
+		if t.redis {
+			s.skipped[t.Key] = err.Error()
+		} else {
+			cr.notes = append(cr.notes, err.Error())
+			cr.m.Outcomes[Transport]++
+		}
+		fmt.Fprintf(s.cfg.Progress, "%-20s %-6s c=%-4d skipped: %v\n", t.Name, key.mode, key.conc, err)
+		return
+	}
+	conns := max(key.conc, 64)
+	if key.mode == "open" {
+		conns = 1024
+	}
+	c := newClient(base, s.q, s.r, conns)
+	load := Load{Concurrency: key.conc, Rate: key.rate, Warmup: s.cfg.Warmup, Duration: s.cfg.Duration,
+		Run: fmt.Sprintf("%s-%s-%s%d", s.run, t.Key, key.mode, key.conc)}
+	if key.mode == "open" {
+		load.Duration = s.cfg.OpenDuration
+	}
+	load.Mark = s.marker(cr, px)
+	m := Run(ctx, c, load)
+	c.Close()
+	if px != nil {
+		if st, err := px.stat(); err == nil {
+			cr.peakRSS = max(cr.peakRSS, st.PeakRSS)
+		}
+		if err := px.stop(); err != nil {
+			cr.notes = append(cr.notes, err.Error())
+		}
+	}
+	if t.store != nil {
+		s.countRecords(ctx, cr, t, key, env, load.Run, m)
+	}
+	if s.redis != nil && t.redis {
+		if err := redisCommand(ctx, s.redis.addr, "FLUSHALL"); err != nil {
+			cr.notes = append(cr.notes, "redis flush: "+err.Error())
+		}
+	}
+	cr.merge(m)
+	sum := m.Summarize()
+	fmt.Fprintf(s.cfg.Progress, "%-20s %-6s c=%-4d %7.1f req/s  total p50 %7.2f ms  p99 %7.2f ms  errors %d  load %.1f\n",
+		t.Name, key.mode, key.conc, sum.Throughput, sum.Total.P50, sum.Total.P99, sum.Errors, loadAvg())
+}
+
+// marker returns a [Load.Mark] that adds the CPU time the processes spend
+// in the measured window to cr.
+func (s *suite) marker(cr *cellRun, px *proc) func(end bool) {
+	var before [4]ProcStat
+	return func(end bool) {
+		now := s.snapshot(px)
+		if !end {
+			before = now
+			cr.loadStart += loadAvg()
+			return
+		}
+		cr.proxyCPU += now[0].CPU - before[0].CPU
+		cr.upCPU += now[1].CPU - before[1].CPU
+		cr.redisCPU += now[2].CPU - before[2].CPU
+		cr.clientCPU += now[3].CPU - before[3].CPU
+		cr.loadEnd += loadAvg()
+		cr.rounds++
+	}
+}
+
+// countRecords checks that the stopped proxy recorded every request it
+// was sent, by listing the run's episodes with `orchard episodes list`.
+// Calls the pipeline spilled to its file (store slow or down) reach the
+// store only when a proxy starts on it again; if some are missing, it
+// restarts the proxy once to replay them and counts again.
+func (s *suite) countRecords(ctx context.Context, cr *cellRun, t target, key cellKey, e targetEnv, run string, m *Measurement) {
+	sent := 0
+	for o, n := range m.Outcomes {
+		if Outcome(o) != Dropped {
+			sent += n
+		}
+	}
+	cr.sent += sent
+	got, err := countCalls(ctx, s.cfg.Bin, t.store(e), run)
+	if err == nil && got < sent {
+		var after int
+		if after, err = s.replaySpill(ctx, t, key, e, run, sent); err == nil {
+			cr.spilled += after - got
+			got = after
+		}
+	}
+	if err != nil {
+		cr.notes = append(cr.notes, "count records: "+err.Error())
+		cr.recorded = -1
+		return
+	}
+	if cr.recorded >= 0 {
+		cr.recorded += got
+	}
+}
+
+// replaySpill starts t's proxy again on the same store and spill directory,
+// waits (at most 30s) until the store holds want calls of run, stops it and
+// returns the count.
+func (s *suite) replaySpill(ctx context.Context, t target, key cellKey, e targetEnv, run string, want int) (int, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return 0, err
+	}
+	e.listen = addr
+	px, err := startProc(ctx, t.Name+"-replay", append([]string{s.cfg.Bin}, t.args(e)...), s.procEnv(t, key), addr, s.work, httpReady)
+	if err != nil {
+		return 0, err
+	}
+	got := 0
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) && got < want && sleep(ctx, 500*time.Millisecond) {
+		if got, err = countCalls(ctx, s.cfg.Bin, t.store(e), run); err != nil {
+			break
+		}
+	}
+	if serr := px.stop(); err == nil {
+		err = serr
+	}
+	if err != nil {
+		return 0, err
+	}
+	return countCalls(ctx, s.cfg.Bin, t.store(e), run)
+}
+
+// countCalls sums the calls of the episodes whose id starts with prefix.
+func countCalls(ctx context.Context, bin string, store []string, prefix string) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, bin, append([]string{"episodes", "list", "--json"}, store...)...)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return 0, fmt.Errorf("orchard episodes list: %w: %s", err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	n := 0
+	for line := range bytes.SplitSeq(out, []byte("\n")) {
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		var ep struct {
+			ID    string `json:"id"`
+			Calls int    `json:"calls"`
+		}
+		if err := json.Unmarshal(line, &ep); err != nil {
+			return 0, fmt.Errorf("orchard episodes list: %w", err)
+		}
+		if strings.HasPrefix(ep.ID, prefix+"-") {
+			n += ep.Calls
+		}
+	}
+	return n, nil
+}
+
+// snapshot reads the counters of the proxy (px, nil for the upstream
+// target), the upstream, Redis and this process.
+func (s *suite) snapshot(px *proc) [4]ProcStat {
+	var out [4]ProcStat
+	for i, p := range []*proc{px, s.up, s.redis} {
+		if p != nil {
+			out[i], _ = p.stat()
+		}
+	}
+	out[3], _ = readProc(os.Getpid())
+	return out
+}
+
+// startTarget starts t's proxy process, if it has one, and returns the base
+// URL to load.
+func (s *suite) startTarget(ctx context.Context, t target, key cellKey) (string, *proc, targetEnv, error) {
+	upstream := "http://" + s.up.addr
+	if t.args == nil {
+		return upstream, nil, targetEnv{}, nil
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return "", nil, targetEnv{}, err
+	}
+	data := s.dataDir(t, key)
+	_ = os.RemoveAll(data)
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		return "", nil, targetEnv{}, fmt.Errorf("make data dir: %w", err)
+	}
+	e := targetEnv{upstream: upstream, listen: addr, data: filepath.Join(data, "store")}
+	if s.redis != nil {
+		e.redis = "redis://" + s.redis.addr + "/0"
+	}
+	argv := append([]string{s.cfg.Bin}, t.args(e)...)
+	p, err := startProc(ctx, t.Name, argv, s.procEnv(t, key), addr, s.work, httpReady)
+	if err != nil {
+		return "", nil, targetEnv{}, err
+	}
+	return "http://" + addr, p, e, nil
+}
+
+// dataDir holds a cell's store and spill files.
+func (s *suite) dataDir(t target, key cellKey) string {
+	return filepath.Join(s.work, fmt.Sprintf("%s-%s-%d", t.Name, key.mode, key.conc))
+}
+
+// procEnv is the environment added to a proxy's: its spill directory
+// (used with --redis; the embedded store spills under --data).
+func (s *suite) procEnv(t target, key cellKey) []string {
+	return []string{"ORCHARD_SPILL_DIR=" + filepath.Join(s.dataDir(t, key), "spill")}
+}
+
+// merge adds another round's measurement.
+func (cr *cellRun) merge(m *Measurement) {
+	cr.m.Window += m.Window
+	cr.m.Samples = append(cr.m.Samples, m.Samples...)
+	for i, n := range m.Outcomes {
+		cr.m.Outcomes[i] += n
+	}
+	cr.m.Errors = append(cr.m.Errors, m.Errors[:min(len(m.Errors), maxErrorDetails-len(cr.m.Errors))]...)
+}
