@@ -60,7 +60,17 @@ type tee struct {
 	rc io.ReadCloser
 }
 
-var respBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+// respBufs recycles response copies; record returns them once the record
+// no longer needs the bytes. Huge ones are left to the GC.
+var respBufs = sync.Pool{New: func() any { return bytes.NewBuffer(make([]byte, 0, 16<<10)) }}
+
+func putRespBuf(b *bytes.Buffer) {
+	if b.Cap() > 4<<20 {
+		return
+	}
+	b.Reset()
+	respBufs.Put(b)
+}
 
 func (t *tee) Read(p []byte) (int, error) {
 	n, err := t.rc.Read(p)

@@ -148,9 +148,11 @@ func New(opts Options) *Handler {
 		lg = slog.New(slog.DiscardHandler)
 	}
 	h := &Handler{
-		opts:   opts,
-		log:    lg,
-		done:   make(chan *exchange, 1024),
+		opts: opts,
+		log:  lg,
+		// A small backlog: past it, the request's own goroutine assembles
+		// its record, which bounds the memory held by finished calls.
+		done:   make(chan *exchange, 64),
 		closed: make(chan struct{}),
 	}
 	h.rp = &httputil.ReverseProxy{
@@ -208,8 +210,8 @@ func newTransport() *http.Transport {
 		// Compression is the client's business: the proxy forwards the
 		// client's Accept-Encoding and never decompresses what it relays.
 		DisableCompression: true,
-		WriteBufferSize:    64 << 10,
-		ReadBufferSize:     64 << 10,
+		// SSE events are a few hundred bytes; the default 4 KiB buffers
+		// keep 256 streams cheap.
 	}
 }
 

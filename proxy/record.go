@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"bytes"
 	"encoding/json"
+	"unsafe"
 
 	"github.com/orchard-rl/orchard/proxy/assemble"
 	"github.com/orchard-rl/orchard/recorder"
@@ -31,6 +33,8 @@ func (h *Handler) record(x *exchange) {
 	}
 	if x.resp != nil {
 		h.recordResponse(c, x)
+		putRespBuf(x.resp)
+		x.resp = nil
 	}
 	// Calls of one episode come one after another (a call starts once the
 	// answer to the previous one is in), so records reach the tracker in
@@ -45,12 +49,12 @@ func (h *Handler) record(x *exchange) {
 func (h *Handler) recordResponse(c *recorder.Call, x *exchange) {
 	body, err := decodeBody(x.respEncoding, x.resp.Bytes())
 	if err != nil {
-		c.Response, _ = jsonOrString(x.resp.Bytes())
+		c.Response, _ = jsonOrString(bytes.Clone(x.resp.Bytes()))
 		c.Error = "response kept as received: " + err.Error()
 		return
 	}
 	if c.Status < 200 || c.Status >= 300 || !assembles(c.API) {
-		c.Response, _ = jsonOrString(body)
+		c.Response, _ = jsonOrString(bytes.Clone(body))
 		return
 	}
 	var res assemble.Result
@@ -62,6 +66,8 @@ func (h *Handler) recordResponse(c *recorder.Call, x *exchange) {
 	} else {
 		res = assemble.JSON(c.API, body)
 	}
+	// The buffer goes back to the pool: keep nothing that points into it.
+	res.Response, res.Usage = owned(res.Response, body), owned(res.Usage, body)
 	c.Response, c.Usage, c.Tokens = res.Response, res.Usage, res.Tokens
 	if c.Model == "" {
 		c.Model = res.Model
@@ -70,7 +76,7 @@ func (h *Handler) recordResponse(c *recorder.Call, x *exchange) {
 		c.Error = res.Err
 	}
 	if c.Response == nil {
-		c.Response, _ = jsonOrString(body)
+		c.Response, _ = jsonOrString(bytes.Clone(body))
 	}
 }
 
@@ -94,4 +100,17 @@ func jsonOrString(b []byte) (json.RawMessage, bool) {
 	}
 	s, _ := json.Marshal(string(b))
 	return s, true
+}
+
+// owned returns b, copied if it points into buf.
+func owned(b json.RawMessage, buf []byte) json.RawMessage {
+	if len(b) == 0 || cap(buf) == 0 {
+		return b
+	}
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(buf)))
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	if p >= start && p < start+uintptr(cap(buf)) {
+		return bytes.Clone(b)
+	}
+	return b
 }

@@ -3,7 +3,9 @@ package proxy
 import (
 	"bytes"
 	"io"
+	"slices"
 	"strconv"
+	"sync"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -52,8 +54,16 @@ type stripper struct {
 	pass  bool
 }
 
+// strippers recycles a stripper's buffers (read buffer, output, framer)
+// across streams.
+var strippers = sync.Pool{New: func() any {
+	return &stripper{f: sse.NewFramer(0), buf: make([]byte, 32<<10), out: make([]byte, 0, 40<<10)}
+}}
+
 func newStripper(src io.ReadCloser, r stripRules) *stripper {
-	return &stripper{src: src, rules: r, f: sse.NewFramer(0), buf: make([]byte, 32<<10)}
+	s := strippers.Get().(*stripper)
+	s.src, s.rules = src, r
+	return s
 }
 
 func (s *stripper) Read(p []byte) (int, error) {
@@ -100,7 +110,15 @@ func (s *stripper) feed(p []byte) {
 	}
 }
 
-func (s *stripper) Close() error { return s.src.Close() }
+// Close closes the upstream body and recycles the stripper; the
+// ReverseProxy reads nothing after Close.
+func (s *stripper) Close() error {
+	err := s.src.Close()
+	s.f.Rest()
+	*s = stripper{f: s.f, buf: s.buf, out: s.out[:0]}
+	strippers.Put(s)
+	return err
+}
 
 // apply appends ev to dst with the injected fields removed.
 func (r stripRules) apply(dst, ev []byte) []byte {
@@ -108,18 +126,22 @@ func (r stripRules) apply(dst, ev []byte) []byte {
 	if start < 0 {
 		return append(dst, ev...)
 	}
-	data, drop := r.rewrite(ev[start:end], true)
-	if drop {
-		return dst // the usage-only chunk the client did not ask for
-	}
 	dst = append(dst, ev[:start]...)
-	dst = append(dst, data...)
+	dst, drop := r.appendRewritten(dst, ev[start:end], true)
+	if drop {
+		return dst[:len(dst)-start] // the usage-only chunk the client did not ask for
+	}
 	return append(dst, ev[end:]...)
 }
 
 // rewrite removes the injected fields from one JSON chunk or body. In a
 // stream, it reports whether the chunk exists only because of injection.
 func (r stripRules) rewrite(data []byte, chunk bool) ([]byte, bool) {
+	return r.appendRewritten(nil, data, chunk)
+}
+
+// appendRewritten appends data with the injected fields removed to dst.
+func (r stripRules) appendRewritten(dst, data []byte, chunk bool) ([]byte, bool) {
 	if r.usage && chunk {
 		u := gjson.GetBytes(data, "usage")
 		switch {
@@ -128,40 +150,79 @@ func (r stripRules) rewrite(data []byte, chunk bool) ([]byte, bool) {
 			if r.nullUsage {
 				data = del(data, "usage")
 			}
-		case len(gjson.GetBytes(data, "choices").Array()) == 0:
-			return data, true
+		case gjson.GetBytes(data, "choices.#").Int() == 0:
+			return dst, true
 		}
 	}
 	if len(r.fields) == 0 {
-		return data, false
+		return append(dst, data...), false
 	}
 	n := int(gjson.GetBytes(data, "choices.#").Int())
+	var edits []edit
 	for _, f := range r.fields {
 		if !f.perChoice {
-			data = f.strip(data, f.name)
+			edits = f.find(data, f.name, edits)
 			continue
 		}
 		for i := range n {
-			data = f.strip(data, "choices."+strconv.Itoa(i)+"."+f.name)
+			edits = f.find(data, "choices."+strconv.Itoa(i)+"."+f.name, edits)
 		}
 	}
-	return data, false
+	return appendEdited(dst, data, edits), false
 }
 
-func (f fieldRule) strip(data []byte, path string) []byte {
+// edit replaces data[at:at+n] with null, or deletes the key at path.
+type edit struct {
+	at, n int
+	path  string // set for deletions
+}
+
+// find notes the edit that strips the value at path, if there is one.
+func (f fieldRule) find(data []byte, path string, edits []edit) []edit {
 	v := gjson.GetBytes(data, path)
 	switch {
 	case !v.Exists():
-		return data
 	case f.remove:
-		return del(data, path)
-	case v.Type == gjson.Null:
-		return data
+		edits = append(edits, edit{at: -1, path: path})
+	case v.Type != gjson.Null && v.Index > 0:
+		edits = append(edits, edit{at: v.Index, n: len(v.Raw)})
 	}
-	if d, err := sjson.SetRawBytes(data, path, []byte("null")); err == nil {
-		return d
+	return edits
+}
+
+// appendEdited appends data to dst with every value edit replaced by null
+// (gjson's Index gives the raw value's offset, so no JSON is re-encoded),
+// then performs the rare key deletions (SGLang) with sjson.
+func appendEdited(dst, data []byte, edits []edit) []byte {
+	if len(edits) == 0 {
+		return append(dst, data...)
 	}
-	return data
+	slices.SortFunc(edits, func(a, b edit) int { return a.at - b.at })
+	base := len(dst)
+	out := dst
+	last := 0
+	var dels []string
+	for _, e := range edits {
+		if e.at < 0 {
+			dels = append(dels, e.path)
+			continue
+		}
+		if e.at < last {
+			continue // overlapping: cannot happen for distinct fields
+		}
+		out = append(out, data[last:e.at]...)
+		out = append(out, "null"...)
+		last = e.at + e.n
+	}
+	out = append(out, data[last:]...)
+	if len(dels) > 0 {
+		edited := bytes.Clone(out[base:])
+		for _, p := range dels {
+			edited = del(edited, p)
+		}
+		out = append(out[:base], edited...)
+	}
+	return out
 }
 
 func del(data []byte, path string) []byte {

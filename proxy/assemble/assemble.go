@@ -111,13 +111,23 @@ func int64s(v gjson.Result) ([]int64, bool) {
 	if !v.IsArray() {
 		return nil, false
 	}
-	arr := v.Array()
-	out := make([]int64, 0, len(arr))
-	for _, x := range arr {
+	// ForEach walks the raw array without building a []gjson.Result: this
+	// runs for every chunk of a stream.
+	var out []int64
+	ok := true
+	v.ForEach(func(_, x gjson.Result) bool {
 		if x.Type != gjson.Number {
-			return nil, false
+			ok = false
+			return false
 		}
 		out = append(out, x.Int())
+		return true
+	})
+	if !ok {
+		return nil, false
+	}
+	if out == nil {
+		out = []int64{}
 	}
 	return out, true
 }
