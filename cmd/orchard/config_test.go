@@ -1,0 +1,105 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+)
+
+// parseProxyConfig builds the config the way `orchard proxy` does: env as
+// flag defaults, then the file for flags not given, then the flags.
+func parseProxyConfig(t *testing.T, env map[string]string, file string, args ...string) (*proxyConfig, error) {
+	t.Helper()
+	old := lookupEnv
+	lookupEnv = func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	defer func() { lookupEnv = old }()
+	var cfg proxyConfig
+	fs := pflag.NewFlagSet("proxy", pflag.ContinueOnError)
+	cfg.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if file != "" {
+		path := filepath.Join(t.TempDir(), "orchard.yaml")
+		if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := cfg.applyFile(fs, path); err != nil {
+			return nil, err
+		}
+	}
+	return &cfg, cfg.validate()
+}
+
+func TestProxyConfigPrecedence(t *testing.T) {
+	env := map[string]string{"ORCHARD_UPSTREAM": "http://env:1/v1", "ORCHARD_LISTEN": "127.0.0.1:7000",
+		"ORCHARD_DATA": "/env-data", "ROUTE_KEY": "sk-route"}
+	file := `
+upstream: http://file:2/v1
+data: /file-data
+upstream_kind: vllm
+routes:
+  - model: qwen3-8b
+    upstream: http://other:3/v1
+    kind: sglang
+    key_env: ROUTE_KEY
+`
+	cfg, err := parseProxyConfig(t, env, file, "--data", "/flag-data")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct{ name, got, want string }{
+		{"flag beats file", cfg.Data, "/flag-data"},
+		{"file beats env", cfg.Upstream, "http://file:2/v1"},
+		{"env beats default", cfg.Listen, "127.0.0.1:7000"},
+		{"default", cfg.Auth, "none"},
+		{"file-only setting", cfg.UpstreamKind, "vllm"},
+	}
+	for _, tt := range tests {
+		if tt.got != tt.want {
+			t.Errorf("%s: got %q, want %q", tt.name, tt.got, tt.want)
+		}
+	}
+	lookupEnv = func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	defer func() { lookupEnv = os.LookupEnv }()
+	def, _, routes, err := cfg.upstreams()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := routes["qwen3-8b"]
+	if def.Kind != "vllm" || r == nil || r.BaseURL.Host != "other:3" || r.Kind != "sglang" || r.Key != "sk-route" {
+		t.Fatalf("upstreams: default %+v route %+v", def, r)
+	}
+}
+
+func TestProxyConfigErrors(t *testing.T) {
+	tests := []struct {
+		name, file string
+		args       []string
+		want       string
+	}{
+		{"unknown key", "upstreem: http://x/v1\n", nil, "upstreem"},
+		{"key in file", "upstream_key: sk-secret\n", nil, "upstream_key"},
+		{"bad auth", "", []string{"--auth", "maybe"}, "--auth"},
+		{"required without admin", "", []string{"--auth", "required", "--token-secret", "0123456789abcdef"}, "--admin-token"},
+		{"short secret", "", []string{"--token-secret", "short"}, "16 bytes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parseProxyConfig(t, nil, tt.file, tt.args...)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want one mentioning %q", err, tt.want)
+			}
+		})
+	}
+	cfg, err := parseProxyConfig(t, nil, "", "--upstream", "ftp://x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := cfg.upstreams(); err == nil || !strings.Contains(err.Error(), "http(s) base URL") {
+		t.Fatalf("bad upstream URL: %v", err)
+	}
+}
