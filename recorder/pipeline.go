@@ -41,6 +41,9 @@ type PipelineOptions struct {
 	// SyncInterval is how often the spill file is fsynced (group fsync).
 	// Default 100ms.
 	SyncInterval time.Duration
+	// ShutdownReplay bounds how long Start, once its context is done, keeps
+	// replaying the spill file into a store that answers. Default 30s.
+	ShutdownReplay time.Duration
 	// Logger receives store failures and recoveries. Nil discards.
 	Logger *slog.Logger
 }
@@ -62,6 +65,7 @@ func (o *PipelineOptions) setDefaults() {
 	def(&o.WriteTimeout, 10*time.Second)
 	def(&o.RetryInterval, time.Second)
 	def(&o.SyncInterval, 100*time.Millisecond)
+	def(&o.ShutdownReplay, 30*time.Second)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -246,7 +246,35 @@ func (l *writerLoop) drain() error {
 	}
 	l.toSpill(l.batch)
 	l.batch = nil
+	if !failed {
+		l.replayAtShutdown()
+	}
 	return l.p.spill.close()
+}
+
+// replayAtShutdown gives a healthy store a bounded chance to take what is
+// in the spill file before the process exits, so that a proxy stopped for
+// good leaves its records in the store, where readers see them, rather
+// than in the spill file (which the next start would replay anyway).
+func (l *writerLoop) replayAtShutdown() {
+	deadline := time.Now().Add(l.p.opts.ShutdownReplay)
+	for l.p.spill.pending() && time.Now().Before(deadline) {
+		calls, next, err := l.p.spill.next(l.p.opts.BatchSize)
+		if err != nil {
+			l.p.log.Error("read spill at shutdown", "err", err)
+			return
+		}
+		if len(calls) == 0 {
+			if _, err := l.p.spill.advance(next); err != nil {
+				l.p.log.Error("advance spill", "err", err)
+			}
+			return
+		}
+		go l.write(&flight{calls: calls, replay: true, next: next})
+		if l.settle(<-l.results) {
+			return // the store fails: the rest waits for the next start
+		}
+	}
 }
 
 // settle accounts for a write landed during drain and reports whether the
