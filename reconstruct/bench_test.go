@@ -3,12 +3,17 @@ package reconstruct
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"testing"
 
 	"github.com/orchard-rl/orchard/recorder"
 )
+
+// benchEpisodes is how many episodes BenchmarkExport exports; issue 5's
+// scale is -bench.episodes=1000 (about 0.5-1 GB of records in memory).
+var benchEpisodes = flag.Int("bench.episodes", 20, "episodes per BenchmarkExport run")
 
 // benchSource builds episodes of one agent thread with turns calls each,
 // whose history grows to about historyKB by the last call, and returns
@@ -46,13 +51,14 @@ func benchSource(b *testing.B, api string, episodes, turns, historyKB int) (*mem
 
 // BenchmarkExport measures export throughput on one worker (one core) in
 // bytes of stored orchard.call/v1 records per second, for the issue 5
-// workload scaled down: 50-turn episodes whose history grows to 20 KB.
+// workload (scaled down unless -bench.episodes=1000): 50-turn episodes
+// whose history grows to 20 KB.
 // Target: >= 100 MB/s per core for trajectories.
 func BenchmarkExport(b *testing.B) {
 	for _, format := range []string{FormatTrajectories, FormatTurns} {
 		for _, api := range []string{apiChat, apiMessages, apiResponses} {
 			b.Run(format+"/"+api, func(b *testing.B) {
-				src, size, calls := benchSource(b, api, 20, 50, 20)
+				src, size, calls := benchSource(b, api, *benchEpisodes, 50, 20)
 				b.SetBytes(size)
 				b.ReportAllocs()
 				for b.Loop() {

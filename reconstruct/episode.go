@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
+	"fmt"
 	"slices"
 
 	"github.com/orchard-rl/orchard/recorder"
@@ -36,8 +37,17 @@ func newEpisode(info recorder.EpisodeSummary, calls []*recorder.Call, onDrift st
 		}
 	}
 	st.Calls += len(calls)
-	e.segs = applyDrift(e.calls, thread(e.calls), onDrift, st.Drift)
+	segs, ops := thread(e.calls)
+	st.threadOps += ops
+	e.segs = applyDrift(e.calls, segs, onDrift, st.Drift)
 	numberSegments(e.segs)
+	for _, s := range e.segs {
+		for k, ci := range s.calls {
+			if e.calls[ci].seg == s {
+				e.calls[ci].turn = k
+			}
+		}
+	}
 	return e
 }
 
@@ -54,13 +64,31 @@ func (e *episode) encode(format string, buf *bytes.Buffer, st *Stats, check bool
 	enc := json.NewEncoder(buf)
 	enc.SetEscapeHTML(false)
 	if format == FormatTurns {
+		pc := promptCache{}
+		var line bytes.Buffer
+		lineEnc := json.NewEncoder(&line)
+		lineEnc.SetEscapeHTML(false)
 		for _, cs := range e.calls {
 			if cs.reason == "unsupported_api" {
 				continue
 			}
-			if err := enc.Encode(e.turn(cs)); err != nil {
+			t, prompt := e.turn(cs, pc)
+			if prompt == nil {
+				if err := enc.Encode(t); err != nil {
+					return err
+				}
+				st.Samples++
+				continue
+			}
+			line.Reset()
+			if err := lineEnc.Encode(t); err != nil {
 				return err
 			}
+			out, ok := spliceField(line.Bytes(), "prompt", prompt)
+			if !ok {
+				return fmt.Errorf("call %s: no prompt member in its turn line", cs.call.CallID)
+			}
+			buf.Write(out)
 			st.Samples++
 		}
 		return nil
@@ -87,10 +115,11 @@ func (e *episode) encode(format string, buf *bytes.Buffer, st *Stats, check bool
 	return nil
 }
 
-// turn builds the orchard.turn/v1 record of one call.
-func (e *episode) turn(cs *callState) *Turn {
+// turn builds the orchard.turn/v1 record of one call. When pc converts
+// the prompt, prompt is its JSON and t.Prompt is nil.
+func (e *episode) turn(cs *callState, pc promptCache) (t *Turn, prompt []byte) {
 	c := cs.call
-	t := &Turn{
+	t = &Turn{
 		Schema: TurnSchema, EpisodeID: e.info.ID, TaskID: strOrNil(e.info.TaskID), GroupID: strOrNil(e.info.GroupID),
 		CallID: c.CallID, Seq: c.Seq, Turn: -1, API: c.API, Model: c.Model, Usage: c.Usage,
 		Outcome: TurnOutcome{EpisodeStatus: e.info.Status, EpisodeReward: e.info.Reward, HTTPStatus: c.Status,
@@ -106,13 +135,13 @@ func (e *episode) turn(cs *callState) *Turn {
 	if cs.retriedBy >= 0 {
 		t.Lineage.RetriedBy = e.calls[cs.retriedBy].call.CallID
 	}
-	if s := cs.seg; s != nil && !s.dropped {
-		if k := slices.Index(s.calls, slices.Index(e.calls, cs)); k >= 0 {
-			id := s.id
-			t.Segment, t.Turn = &id, k
-		}
+	if s := cs.seg; s != nil && !s.dropped && cs.turn >= 0 {
+		id := s.id
+		t.Segment, t.Turn = &id, cs.turn
 	}
-	if conv, err := DecodeRequest(c.API, c.Request); err == nil {
+	if p, tools, ok := pc.promptJSON(cs); ok {
+		prompt, t.Tools = p, tools
+	} else if conv, err := DecodeRequest(c.API, c.Request); err == nil {
 		var in []viewMsg
 		if conv.System != nil {
 			in = append(in, viewMsg{msg: conv.System, call: -1})
@@ -123,7 +152,7 @@ func (e *episode) turn(cs *callState) *Turn {
 		t.Prompt, _ = chatView(c.API, in)
 		t.Tools = chatTools(c.API, conv.Tools)
 	}
-	if t.Prompt == nil {
+	if t.Prompt == nil && prompt == nil {
 		t.Prompt = []ChatMessage{}
 	}
 	if len(cs.comp) > 0 {
@@ -137,5 +166,5 @@ func (e *episode) turn(cs *callState) *Turn {
 	if tk := c.Tokens; tk != nil {
 		t.Tokens = &TurnTokens{PromptIDs: tk.PromptIDs, CompletionIDs: tk.CompletionIDs, Logprobs: tk.Logprobs}
 	}
-	return t
+	return t, prompt
 }

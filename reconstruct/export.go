@@ -71,6 +71,8 @@ type Stats struct {
 	// despite a drift, ViolationInputIDs, ViolationMask).
 	Checked    int
 	Violations map[string]int
+	// threadOps is the work threading did, for tests of its growth.
+	threadOps int
 }
 
 func newStats() Stats {
@@ -85,6 +87,7 @@ func (s *Stats) add(o *Stats) {
 	s.DroppedSegments += o.DroppedSegments
 	s.BadSegments += o.BadSegments
 	s.Checked += o.Checked
+	s.threadOps += o.threadOps
 	for _, p := range [][2]map[string]int{{s.Unusable, o.Unusable}, {s.Drift, o.Drift}, {s.Violations, o.Violations}} {
 		for k, v := range p[1] {
 			p[0][k] += v

@@ -141,29 +141,27 @@ func (e *episode) trajectory(s *segment) (*Trajectory, error) {
 		Outcome: Outcome{Status: e.info.Status, Reward: e.info.Reward, EndReason: last.call.EndReason, HTTPStatus: last.call.Status},
 		Lineage: e.segmentLineage(s), Tools: chatTools(conv.API, conv.Tools),
 	}
+	first := make([]int, len(s.calls)) // first message of each call's completion
+	for j := range first {
+		first[j] = -1
+	}
 	for i, o := range owners {
 		if o >= 0 {
 			t.LossMask[i] = 1
+			if first[o] < 0 {
+				first[o] = i
+			}
 		}
 	}
 	for j, ci := range s.calls {
 		c := e.calls[ci].call
-		idx := slicesIndex(owners, j)
+		idx := first[j]
 		t.Turns = append(t.Turns, TrajectoryTurn{MessageIndex: idx, CallID: c.CallID, Seq: c.Seq, Usage: c.Usage, EndReason: c.EndReason})
 	}
 	if hasTokens(e.calls, s) {
 		t.Tokens = tokenTrajectory(e.calls, s)
 	}
 	return t, nil
-}
-
-func slicesIndex(s []int, v int) int {
-	for i, x := range s {
-		if x == v {
-			return i
-		}
-	}
-	return -1
 }
 
 // messagesView lays out segment s as canonical messages: the last call's

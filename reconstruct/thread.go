@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math/bits"
 	"slices"
 	"strings"
 
@@ -32,6 +33,7 @@ type callState struct {
 	kind   string    // lineage kind (recorded, or inferred here)
 	parent int       // call this one continues or retries, or -1
 	seg    *segment
+	turn   int // index in seg.calls, or -1 (set by newEpisode)
 	// retriedBy is the later attempt that replaced this call, or -1.
 	retriedBy int
 	// slotStart/slotEnd locate this call's completion in the next prompt
@@ -71,11 +73,15 @@ type threader struct {
 	segs  []*segment
 	tips  map[uint64][]int // full-prompt chain hash -> calls with that prompt
 	byID  map[string]int
+	// ops counts the comparisons threading made (hash lookups, chain
+	// probes, elements decoded, segments scanned), so that tests can
+	// check it grows linearly with the episode (see linear_test.go).
+	ops int
 }
 
 // newCallState reads one call; an unusable call keeps its reason.
 func newCallState(c *recorder.Call) *callState {
-	cs := &callState{call: c, parent: -1, retriedBy: -1, slotEnd: -1}
+	cs := &callState{call: c, parent: -1, retriedBy: -1, slotEnd: -1, turn: -1}
 	switch {
 	case !Supported(c.API):
 		cs.reason = "unsupported_api"
@@ -108,10 +114,11 @@ func newCallState(c *recorder.Call) *callState {
 
 // thread assigns every usable call of calls (in arrival order) to a
 // segment. Recorded lineage wins; calls without it are placed by prefix
-// hash chains.
-func thread(calls []*callState) []*segment {
+// hash chains. ops is the work it did (see threader.ops).
+func thread(calls []*callState) (segs []*segment, ops int) {
 	t := &threader{calls: calls, tips: map[uint64][]int{}, byID: map[string]int{}}
 	for i, cs := range calls {
+		t.ops++
 		t.byID[cs.call.CallID] = i
 		if cs.els.chain == nil {
 			continue
@@ -130,7 +137,7 @@ func thread(calls []*callState) []*segment {
 		t.tips[full] = append(t.tips[full], i)
 	}
 	t.resolveSplits()
-	return t.segs
+	return t.segs, t.ops
 }
 
 // infer places call i by its prompt: the longest earlier prompt it
@@ -139,7 +146,9 @@ func thread(calls []*callState) []*segment {
 func (t *threader) infer(i int) {
 	cs := t.calls[i]
 	n := len(cs.els.raw)
+	t.ops++
 	for _, prev := range slices.Backward(t.tips[cs.els.chain[n]]) {
+		t.ops++
 		if t.calls[prev].usable() {
 			t.retry(i, prev)
 			return
@@ -147,12 +156,16 @@ func (t *threader) infer(i int) {
 		t.calls[prev].retriedBy = i
 	}
 	for k := n - 1; k >= 1; k-- {
+		t.ops++
 		for _, prev := range slices.Backward(t.tips[cs.els.chain[k]]) {
+			t.ops++
 			pc := t.calls[prev]
 			if !pc.usable() || pc.call.API != cs.call.API {
 				continue
 			}
-			if end, ok := matchSlot(cs.call.API, &cs.els, k, pc.keys); ok {
+			end, ok := matchSlot(cs.call.API, &cs.els, k, pc.keys)
+			t.ops += end - k
+			if ok {
 				pc.slotStart, pc.slotEnd = k, end
 				t.extend(i, prev, recorder.LineageExtend)
 				return
@@ -165,25 +178,25 @@ func (t *threader) infer(i int) {
 // matchSlot reports whether prompt elements from start hold, in order,
 // messages with the content keys want (an earlier call's completion),
 // skipping assistant elements that are empty or reasoning only. end is one
-// past the slot.
+// past the slot, or, when !ok, one past the last element read.
 func matchSlot(api string, e *elements, start int, want []uint64) (end int, ok bool) {
 	j := start
 	for _, k := range want {
 		for {
 			if j >= len(e.raw) {
-				return 0, false
+				return j, false
 			}
 			m, err := decodeElement(api, e, j)
-			if err != nil {
-				return 0, false
-			}
 			j++
+			if err != nil {
+				return j, false
+			}
 			got, nonEmpty := contentKey(&m)
 			if !nonEmpty && m.Role == "assistant" {
 				continue
 			}
 			if got != k {
-				return 0, false
+				return j, false
 			}
 			break
 		}
@@ -201,7 +214,7 @@ func (t *threader) extend(i, prev int, kind string) {
 		return
 	}
 	segKind := SegmentFork
-	if pc.seg != nil && edits(cs, t.calls[pc.seg.calls[len(pc.seg.calls)-1]]) {
+	if pc.seg != nil && t.edits(cs, t.calls[pc.seg.calls[len(pc.seg.calls)-1]]) {
 		segKind, cs.kind = SegmentEdited, recorder.LineageEdited
 	}
 	t.add(t.newSegment(segKind, pc.seg, false), i)
@@ -211,8 +224,8 @@ func (t *threader) extend(i, prev int, kind string) {
 // call of a segment), rewrote a message of last's history rather than
 // starting a new branch: the first element where they differ has the same
 // role in both.
-func edits(next, last *callState) bool {
-	l := commonPrefix(next.els.chain, last.els.chain)
+func (t *threader) edits(next, last *callState) bool {
+	l := t.commonPrefix(next.els.chain, last.els.chain)
 	if l >= len(next.els.raw) || l >= len(last.els.raw) {
 		return false
 	}
@@ -244,11 +257,12 @@ func (t *threader) diverge(i int) {
 	var best *segment
 	bestLen := -1
 	for _, s := range slices.Backward(t.segs) {
+		t.ops++
 		last := t.calls[s.calls[len(s.calls)-1]]
 		if last.call.API != cs.call.API {
 			continue
 		}
-		if l := commonPrefix(cs.els.chain, last.els.chain); l > bestLen {
+		if l := t.commonPrefix(cs.els.chain, last.els.chain); l > bestLen {
 			best, bestLen = s, l
 		}
 	}
@@ -290,7 +304,9 @@ func (t *threader) placeByLineage(i int, l *recorder.Lineage) {
 	switch l.Kind {
 	case recorder.LineageExtend, recorder.LineageRetokenized, recorder.LineageTemplateRewrite:
 		if k := len(pc.els.raw); k <= len(cs.els.raw) && cs.els.chain[k] == pc.els.chain[k] {
-			if end, ok := matchSlot(cs.call.API, &cs.els, k, pc.keys); ok {
+			end, ok := matchSlot(cs.call.API, &cs.els, k, pc.keys)
+			t.ops += 1 + end - k
+			if ok {
 				pc.slotStart, pc.slotEnd = k, end
 			}
 		}
@@ -326,10 +342,17 @@ func (t *threader) add(s *segment, i int) {
 	t.calls[i].seg = s
 }
 
+// commonPrefix is [commonPrefix], counting its probes.
+func (t *threader) commonPrefix(a, b []uint64) int {
+	t.ops += bits.Len(uint(min(len(a), len(b))))
+	return commonPrefix(a, b)
+}
+
 // mostRecent returns the segment that received the latest call.
 func (t *threader) mostRecent() *segment {
 	var best *segment
 	for _, s := range t.segs {
+		t.ops++
 		if best == nil || s.lastOrder > best.lastOrder {
 			best = s
 		}
@@ -358,7 +381,9 @@ func (t *threader) resolveSplits() {
 // have them, else text), retries an identical prompt, or starts a fork.
 func (t *threader) inferText(i int) {
 	cs := t.calls[i]
+	t.ops++
 	for _, prev := range slices.Backward(t.tips[cs.els.chain[len(cs.els.raw)]]) {
+		t.ops++
 		if t.calls[prev].usable() {
 			t.retry(i, prev)
 			return
@@ -366,6 +391,7 @@ func (t *threader) inferText(i int) {
 		t.calls[prev].retriedBy = i
 	}
 	for _, s := range slices.Backward(t.segs) {
+		t.ops++
 		last := s.calls[len(s.calls)-1]
 		if lc := t.calls[last]; lc.call.API == apiCompletions && textExtends(lc, cs) {
 			t.extend(i, last, recorder.LineageExtend)
@@ -382,7 +408,7 @@ func (t *threader) inferText(i int) {
 }
 
 // textExtends reports whether next's prompt starts with prev's prompt and
-// completion.
+// completion. Its cost is linear in next's prompt.
 func textExtends(prev, next *callState) bool {
 	if pt, nt := prev.call.Tokens, next.call.Tokens; pt != nil && nt != nil && len(nt.PromptIDs) > 0 {
 		return hasIDPrefix(nt.PromptIDs, pt.PromptIDs, pt.CompletionIDs)
