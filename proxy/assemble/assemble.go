@@ -1,6 +1,7 @@
 package assemble
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 
@@ -90,6 +91,10 @@ func JSON(api string, body []byte) Result {
 
 // errorMessage returns the message of an error object or error chunk
 // ({"error":{...}}, {"object":"error",...}, {"type":"error",...}), or "".
+// mayBeError reports whether a JSON document could hold an error object:
+// every shape errorMessage recognises contains the string "error".
+func mayBeError(data []byte) bool { return bytes.Contains(data, []byte(`"error"`)) }
+
 func errorMessage(v gjson.Result) string {
 	e := v.Get("error")
 	if v.Get("object").String() == "error" || (v.Get("type").String() == "error" && !e.Exists()) {

@@ -43,9 +43,13 @@ func (c *choices) event(_ string, data []byte) {
 		return
 	}
 	root := gjson.ParseBytes(data)
-	if e := errorMessage(root); e != "" {
-		c.errs = append(c.errs, e)
-		return
+	// Every chunk passes here: look for an error object only in the rare
+	// chunk that mentions one, instead of three lookups per chunk.
+	if mayBeError(data) {
+		if e := errorMessage(root); e != "" {
+			c.errs = append(c.errs, e)
+			return
+		}
 	}
 	root.ForEach(func(k, v gjson.Result) bool {
 		c.topField(k.String(), v)
