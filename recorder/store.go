@@ -1,8 +1,10 @@
 package recorder
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"time"
 )
 
@@ -51,4 +53,35 @@ type Filter struct {
 	Since   time.Time // created (or first call) at or after
 	Limit   int       // 0 means no limit
 	Cursor  string    // from a previous page
+}
+
+// NormalizeEpisode returns the episode as a store keeps it: a zero
+// CreatedAt set to now, an empty Status set to "running". It fails for an
+// episode without an id.
+func NormalizeEpisode(ep *Episode) (Episode, error) {
+	if ep == nil || ep.ID == "" {
+		return Episode{}, errors.New("put episode: episode without id")
+	}
+	e := *ep
+	if e.CreatedAt.IsZero() {
+		e.CreatedAt = time.Now().UTC()
+	}
+	if e.Status == "" {
+		e.Status = StatusRunning
+	}
+	return e, nil
+}
+
+// OrderCalls puts an episode's calls in arrival order, (StartedAt, CallID),
+// and numbers their Seq 1..n: the order every [Store.Calls] returns.
+func OrderCalls(calls []*Call) {
+	slices.SortStableFunc(calls, func(a, b *Call) int {
+		if c := a.StartedAt.Compare(b.StartedAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.CallID, b.CallID)
+	})
+	for i, c := range calls {
+		c.Seq = int64(i + 1)
+	}
 }

@@ -197,15 +197,7 @@ func (s *Store) Calls(ctx context.Context, episodeID string) ([]*recorder.Call, 
 		}
 		calls = append(calls, c)
 	}
-	slices.SortStableFunc(calls, func(a, b *recorder.Call) int {
-		if c := a.StartedAt.Compare(b.StartedAt); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.CallID, b.CallID)
-	})
-	for i, c := range calls {
-		c.Seq = int64(i + 1)
-	}
+	recorder.OrderCalls(calls)
 	return calls, nil
 }
 

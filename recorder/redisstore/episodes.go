@@ -22,15 +22,9 @@ func (s *Store) PutEpisode(ctx context.Context, ep *recorder.Episode) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if ep == nil || ep.ID == "" {
-		return errors.New("put episode: episode without id")
-	}
-	e := *ep
-	if e.CreatedAt.IsZero() {
-		e.CreatedAt = time.Now().UTC()
-	}
-	if e.Status == "" {
-		e.Status = recorder.StatusRunning
+	e, err := recorder.NormalizeEpisode(ep)
+	if err != nil {
+		return err
 	}
 	meta, err := json.Marshal(&e)
 	if err != nil {

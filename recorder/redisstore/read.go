@@ -1,11 +1,9 @@
 package redisstore
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -66,15 +64,7 @@ func decodeFrames(ctx context.Context, ep string, frames []string) ([]*recorder.
 			calls = append(calls, c)
 		}
 	}
-	slices.SortStableFunc(calls, func(a, b *recorder.Call) int {
-		if c := a.StartedAt.Compare(b.StartedAt); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.CallID, b.CallID)
-	})
-	for i, c := range calls {
-		c.Seq = int64(i + 1)
-	}
+	recorder.OrderCalls(calls)
 	return calls, nil
 }
 
