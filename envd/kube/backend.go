@@ -273,9 +273,6 @@ func (b *Backend) instance(ip, token string, spec *envd.Spec) *envd.Instance {
 	if spec.Resources.PIDs > 0 {
 		inst.Warnings = append(inst.Warnings, "resources.pids is not a pod field; the kubelet's --pod-max-pids applies")
 	}
-	if spec.Network == "none" {
-		inst.Warnings = append(inst.Warnings, `network "none" needs a NetworkPolicy on Kubernetes; not applied`)
-	}
 	return inst
 }
 

@@ -12,6 +12,7 @@ import (
 
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	nodev1 "k8s.io/api/node/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -276,4 +277,43 @@ func clientAs(t *testing.T, tok string) *kubernetes.Clientset {
 		t.Fatal(err)
 	}
 	return cs
+}
+
+// TestKubeNetworkNone: a sandbox with network "none" gets the label the
+// shipped NetworkPolicy selects, and that policy is accepted by the real
+// API server and selects exactly such pods.
+func TestKubeNetworkNone(t *testing.T) {
+	cs := needStack(t)
+	ns := newNamespace(t, cs)
+	ctx := context.Background()
+	var np networkingv1.NetworkPolicy
+	readYAML(t, "../../deploy/base/networkpolicy.yaml", &np)
+	np.Namespace = ns
+	if _, err := cs.NetworkingV1().NetworkPolicies(ns).Create(ctx, &np, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("deploy/base/networkpolicy.yaml rejected: %v", err)
+	}
+	if got := np.Spec.PodSelector.MatchLabels[LabelNetwork]; got != "none" || len(np.Spec.Egress) != 0 {
+		t.Fatalf("policy selects %v with %d egress rules", np.Spec.PodSelector.MatchLabels, len(np.Spec.Egress))
+	}
+	b := newTestBackend(t, cs, ns, nil)
+	m := envd.NewManager(envd.Options{Backend: b, BackendName: "kubernetes"})
+	ts := httptest.NewServer(envd.NewServer(envd.ServerOptions{Manager: m}))
+	defer ts.Close()
+	c := client.New(client.Options{BaseURL: ts.URL})
+	for _, network := range []string{"none", ""} {
+		sb, err := c.Create(ctx, envd.Spec{Image: "busybox", Network: network})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pod, err := cs.CoreV1().Pods(ns).Get(ctx, "orchard-"+sb.ID(), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := pod.Labels[LabelNetwork] == "none", network == "none"; got != want {
+			t.Errorf("network %q: pod labels %v", network, pod.Labels)
+		}
+		if err := sb.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

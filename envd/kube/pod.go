@@ -21,7 +21,11 @@ const (
 	LabelState     = "orchard.dev/state"            // "warm" or "claimed"
 	LabelSandbox   = "orchard.dev/sandbox"          // sandbox id once claimed
 	LabelTemplate  = "orchard.dev/template"         // hash of the pod-shaping spec fields
-	managedBy      = "orchard-envd"
+	// LabelNetwork is "none" on pods of sandboxes created with network
+	// "none"; the NetworkPolicy in deploy/base/networkpolicy.yaml selects
+	// them and allows only envd to reach their agent.
+	LabelNetwork = "orchard.dev/network"
+	managedBy    = "orchard-envd"
 
 	binVolume  = "orchard-bin"
 	binDir     = "/orchard-bin"
@@ -42,7 +46,7 @@ var Rules = []rbacv1.PolicyRule{{
 // are only claimed by specs they fit. Env, TTL and episode are applied at
 // claim or exec time and do not count.
 func templateKey(spec *envd.Spec, runtimeClass string) string {
-	b, _ := json.Marshal([]any{spec.Image, spec.Command, spec.Workdir, spec.Resources, runtimeClass})
+	b, _ := json.Marshal([]any{spec.Image, spec.Command, spec.Workdir, spec.Resources, runtimeClass, spec.Network == "none"})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
 }
@@ -96,6 +100,9 @@ func (b *Backend) podFor(name, token, key string, spec *envd.Spec) *corev1.Pod {
 				{Name: workVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 			},
 		},
+	}
+	if spec.Network == "none" {
+		pod.Labels[LabelNetwork] = "none"
 	}
 	for k, v := range spec.Labels {
 		if _, taken := pod.Labels[k]; !taken {
