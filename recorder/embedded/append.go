@@ -136,9 +136,17 @@ func (s *Store) waitDurable(pos int64) error {
 
 // encoderLocked returns the dedup encoder of an episode, rebuilding it from
 // the episode's stored calls the first time it is needed after Open.
+//
+// At most Options.MaxEncoders episodes keep an encoder; past that the least
+// recently written one is dropped and rebuilt if it is written again.
 func (s *Store) encoderLocked(episode string) (*recorder.EpisodeEncoder, error) {
+	s.encoderTick++
 	if e := s.encoders[episode]; e != nil {
+		s.encoderUse[episode] = s.encoderTick
 		return e, nil
+	}
+	if len(s.encoders) >= s.opts.MaxEncoders {
+		s.evictEncoderLocked()
 	}
 	e := recorder.NewEpisodeEncoder(!s.opts.NoDedup)
 	if st := s.idx.eps[episode]; st != nil {
@@ -153,7 +161,21 @@ func (s *Store) encoderLocked(episode string) (*recorder.EpisodeEncoder, error) 
 		}
 	}
 	s.encoders[episode] = e
+	s.encoderUse[episode] = s.encoderTick
 	return e, nil
+}
+
+// evictEncoderLocked drops the least recently used encoder. A scan is
+// fine: it runs once per MaxEncoders-th new episode at most.
+func (s *Store) evictEncoderLocked() {
+	oldest, at := "", uint64(0)
+	for ep, t := range s.encoderUse {
+		if oldest == "" || t < at {
+			oldest, at = ep, t
+		}
+	}
+	delete(s.encoders, oldest)
+	delete(s.encoderUse, oldest)
 }
 
 // readCall reads and unpacks the call frame at l.

@@ -37,6 +37,9 @@ type Options struct {
 	NoSync bool
 	// Logger receives warnings about skipped corrupt frames. Nil discards.
 	Logger *slog.Logger
+	// MaxEncoders bounds how many episodes keep dedup state in memory
+	// (a few KB to a few hundred KB each). Default 1024.
+	MaxEncoders int
 }
 
 const defaultSegmentBytes = 64 << 20
@@ -56,16 +59,18 @@ type Store struct {
 	syncedPos int64 // appended bytes known durable
 	syncErr   error // sticky fsync failure
 
-	mu       sync.RWMutex // guards following
-	idx      *index
-	files    map[int]*os.File // every segment, open for reading
-	active   *os.File         // writer: segment being appended to
-	segs     []int            // segment numbers seen, ascending
-	size     int64            // writer: size of the active segment; reader: scan offset in the last segment
-	appended int64            // writer: bytes appended since Open, across segments
-	encoders map[string]*recorder.EpisodeEncoder
-	broken   error // sticky write failure: the log tail may be inconsistent
-	closed   bool
+	mu          sync.RWMutex // guards following
+	idx         *index
+	files       map[int]*os.File // every segment, open for reading
+	active      *os.File         // writer: segment being appended to
+	segs        []int            // segment numbers seen, ascending
+	size        int64            // writer: size of the active segment; reader: scan offset in the last segment
+	appended    int64            // writer: bytes appended since Open, across segments
+	encoders    map[string]*recorder.EpisodeEncoder
+	encoderUse  map[string]uint64 // episode -> encoderTick of its last write
+	encoderTick uint64
+	broken      error // sticky write failure: the log tail may be inconsistent
+	closed      bool
 }
 
 var _ recorder.Store = (*Store)(nil)
@@ -119,9 +124,13 @@ func newStore(dir string, opts Options, readOnly bool) *Store {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if opts.MaxEncoders <= 0 {
+		opts.MaxEncoders = 1024
+	}
 	s := &Store{
 		dir: dir, opts: opts, readOnly: readOnly, log: log,
 		idx: newIndex(), files: map[int]*os.File{}, encoders: map[string]*recorder.EpisodeEncoder{},
+		encoderUse: map[string]uint64{},
 	}
 	s.syncCond = sync.NewCond(&s.syncMu)
 	return s

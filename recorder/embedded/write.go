@@ -85,6 +85,7 @@ func has(m map[string]struct{}, k string) bool {
 func (s *Store) dropEncoders(eps map[string]bool) {
 	for ep := range eps {
 		delete(s.encoders, ep)
+		delete(s.encoderUse, ep)
 	}
 }
 
@@ -155,6 +156,7 @@ func (s *Store) DeleteEpisode(ctx context.Context, id string) error {
 		return fmt.Errorf("delete episode %s: %w", id, recorder.ErrNotFound)
 	}
 	delete(s.encoders, id)
+	delete(s.encoderUse, id)
 	buf, frames := addFrame(nil, nil, append([]byte{typeDelete}, id...))
 	pos, err := s.appendLocked(buf, frames)
 	s.mu.Unlock()
