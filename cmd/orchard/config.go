@@ -37,6 +37,7 @@ type proxyConfig struct {
 	PublicURL   string        // base URL sandboxes reach the proxy at; env ORCHARD_PUBLIC_URL
 	TokenTTL    time.Duration // episode token lifetime; default 24h
 	Retention   time.Duration // finished episodes are deleted this long after finishing; 0 keeps them
+	PprofListen string        // address for net/http/pprof; "" disables it
 }
 
 // routeConfig sends one model's calls to another upstream.
@@ -97,6 +98,7 @@ func (c *proxyConfig) register(fs *pflag.FlagSet) {
 	fs.StringVar(&c.PublicURL, "public-url", envOr("ORCHARD_PUBLIC_URL", ""), "base URL sandboxes reach the proxy at, for the env of new episodes (default: the Host of the request; env ORCHARD_PUBLIC_URL)")
 	fs.DurationVar(&c.TokenTTL, "token-ttl", 24*time.Hour, "lifetime of episode tokens")
 	fs.DurationVar(&c.Retention, "retention", 0, "delete finished episodes this long after they finish, e.g. 168h (0: keep)")
+	fs.StringVar(&c.PprofListen, "pprof", "", "serve net/http/pprof on this address (e.g. 127.0.0.1:6060) for profiling; off by default")
 }
 
 // validate checks the settings that depend on each other.

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"time"
 
@@ -67,6 +68,13 @@ func runProxy(ctx context.Context, cfg *proxyConfig, lg *slog.Logger, ready chan
 		return err
 	}
 	defer store.Close()
+	if cfg.PprofListen != "" {
+		stopPprof, err := servePprof(cfg.PprofListen, lg)
+		if err != nil {
+			return err
+		}
+		defer stopPprof()
+	}
 	pipe := recorder.NewPipeline(store, recorder.PipelineOptions{SpillDir: spillDir(cfg), Logger: lg})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -98,6 +106,7 @@ func runProxy(ctx context.Context, cfg *proxyConfig, lg *slog.Logger, ready chan
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
+
 	select {
 	case <-ctx.Done():
 	case err = <-serveErr:
@@ -147,4 +156,23 @@ func newSigner(secret string, lg *slog.Logger) (*proxy.Signer, error) {
 		lg.Info("no --token-secret: episode tokens are valid on this process only, until it stops")
 	}
 	return proxy.NewSigner(key)
+}
+
+// servePprof serves the runtime profiles on their own listener, so they
+// are never reachable through the proxy's port. The returned func stops it.
+func servePprof(addr string, lg *slog.Logger) (func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen for pprof on %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() { defer close(done); srv.Serve(ln) }()
+	lg.Info("pprof listening", "addr", ln.Addr().String())
+	return func() { srv.Close(); <-done }, nil
 }
