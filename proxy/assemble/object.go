@@ -62,18 +62,21 @@ func (o *object) del(k string) {
 
 // bytes renders the object as compact JSON.
 func (o *object) bytes() []byte {
-	var b bytes.Buffer
-	b.WriteByte('{')
+	n := 2
+	for _, k := range o.keys {
+		n += len(k) + 4 + len(o.vals[k]) // quotes, colon, comma
+	}
+	b := make([]byte, 0, n)
+	b = append(b, '{')
 	for i, k := range o.keys {
 		if i > 0 {
-			b.WriteByte(',')
+			b = append(b, ',')
 		}
-		b.Write(quote(k))
-		b.WriteByte(':')
-		b.Write(o.vals[k])
+		b = append(b, quote(k)...)
+		b = append(b, ':')
+		b = append(b, o.vals[k]...)
 	}
-	b.WriteByte('}')
-	return b.Bytes()
+	return append(b, '}')
 }
 
 func isNull(raw []byte) bool { return string(bytes.TrimSpace(raw)) == "null" }
@@ -88,16 +91,19 @@ func quote(s string) []byte {
 
 // rawArray renders elements (each valid JSON) as a JSON array.
 func rawArray(elems [][]byte) []byte {
-	var b bytes.Buffer
-	b.WriteByte('[')
+	n := 2
+	for _, e := range elems {
+		n += len(e) + 1
+	}
+	b := make([]byte, 0, n)
+	b = append(b, '[')
 	for i, e := range elems {
 		if i > 0 {
-			b.WriteByte(',')
+			b = append(b, ',')
 		}
-		b.Write(e)
+		b = append(b, e...)
 	}
-	b.WriteByte(']')
-	return b.Bytes()
+	return append(b, ']')
 }
 
 func intsJSON(ids []int64) []byte {
