@@ -163,9 +163,24 @@ func TestCgroupLimits(t *testing.T) {
 		}
 	}
 	if _, ok := e.b.cg.parents["pids"]; ok || e.b.cg.v2 {
-		res := run(t, sb, `for i in $(seq 40); do sleep 5 & done; kill $(jobs -p) 2>/dev/null; echo started`)
-		if !strings.Contains(res.Stderr, "fork") && !strings.Contains(res.Stderr, "Resource temporarily unavailable") {
-			t.Errorf("40 background jobs under pids.max=16: stdout %q stderr %q, want a fork failure", res.Stdout, res.Stderr)
+		// Seen once in a full parallel run: all 40 forks succeeded. Until
+		// that is understood, try three times (a sandbox outside its
+		// cgroup fails all three) and say what the kernel counted.
+		var res *envd.ExecResult
+		for try := 0; try < 3; try++ {
+			res = run(t, sb, `for i in $(seq 40); do sleep 5 & done; kill $(jobs -p) 2>/dev/null; echo started`)
+			if strings.Contains(res.Stderr, "fork") || strings.Contains(res.Stderr, "Resource temporarily unavailable") {
+				return
+			}
 		}
+		var counted []string
+		for _, parent := range e.b.cg.parents {
+			for _, f := range []string{"pids.max", "pids.current", "cgroup.procs"} {
+				b, err := os.ReadFile(filepath.Join(parent, sb.ID(), f))
+				counted = append(counted, fmt.Sprintf("%s=%q(%v)", f, strings.TrimSpace(string(b)), err))
+			}
+		}
+		t.Errorf("40 background jobs under pids.max=16, 3 tries: stdout %q stderr %q, want a fork failure; cgroup: %v",
+			res.Stdout, res.Stderr, counted)
 	}
 }
