@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // killTree sends SIGKILL to the process group led by pid and to every
@@ -31,6 +32,22 @@ func killTree(pid int) {
 	_ = syscall.Kill(-pid, syscall.SIGKILL)
 	for p := range seen {
 		_ = syscall.Kill(p, syscall.SIGKILL)
+	}
+	// SIGKILL is delivered when the target next runs; wait (bounded) until
+	// every process is dead or a zombie, so that an exec that reports a
+	// timeout has no process of it left running.
+	for wait := 100 * time.Microsecond; wait < 2*time.Second; wait *= 2 {
+		left := false
+		for p := range seen {
+			if _, state, ok := statOf(p); ok && state != 'Z' && state != 'X' {
+				left = true
+				break
+			}
+		}
+		if !left {
+			return
+		}
+		time.Sleep(wait)
 	}
 }
 
