@@ -246,7 +246,19 @@ func (b *Backend) start(ctx context.Context, id string, spec *envd.Spec, lim lim
 		return nil, fmt.Errorf("release jail: %w", err)
 	}
 	bx.tr = unixTransport(sock)
-	return warns, b.waitReady(ctx, bx)
+	if err := b.waitReady(ctx, bx); err != nil {
+		return warns, err
+	}
+	if bx.cg != nil {
+		// Once more now that the agent runs and before any command does:
+		// under load a full parallel test run once found the agent outside
+		// its cgroup (its commands forked freely past pids.max). Moving is
+		// idempotent, and everything the agent starts later inherits it.
+		if err := addTree(bx.cg, bx.cmd.Process.Pid); err != nil {
+			return warns, err
+		}
+	}
+	return warns, nil
 }
 
 // waitReady polls the agent's health route over its socket. Connections
