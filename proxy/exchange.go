@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/orchard-rl/orchard/recorder"
@@ -51,6 +52,9 @@ type exchange struct {
 	readErr      error
 	ended        time.Time
 	done         bool
+	// answered is set once the upstream's response has ended (or failed),
+	// from the goroutine serving the request; record ordering reads it.
+	answered atomic.Bool
 }
 
 // tee passes the upstream body through untouched while keeping a copy for
@@ -85,8 +89,10 @@ func (t *tee) Read(p []byte) (int, error) {
 	}
 	if err == io.EOF {
 		x.eof = true
+		x.answered.Store(true)
 	} else if err != nil && x.readErr == nil {
 		x.readErr = err
+		x.answered.Store(true)
 	}
 	return n, err
 }
@@ -105,6 +111,7 @@ func (x *exchange) finish() {
 		return
 	}
 	x.done = true
+	x.answered.Store(true)
 	x.ended = time.Now()
 	if x.idle != nil {
 		x.idle.Stop()

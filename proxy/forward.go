@@ -39,6 +39,7 @@ func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		x.begin(r, start)
+		h.order.begin(x)
 	}
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(context.Canceled)

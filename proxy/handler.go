@@ -113,6 +113,7 @@ type Handler struct {
 	closed chan struct{}
 	eps    *episodeAPI // nil without Options.Episodes
 	lin    *lineage.Tracker
+	order  *arrivals
 	met    *metrics // nil without Options.Registry
 }
 
@@ -179,6 +180,7 @@ func New(opts Options) *Handler {
 		opts.LineageEpisodes = 4096
 	}
 	h.lin = lineage.NewTracker(lineage.Options{MaxEpisodes: opts.LineageEpisodes})
+	h.order = newArrivals()
 	h.mux = h.routes()
 	for range opts.Workers {
 		h.wg.Add(1)

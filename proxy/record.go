@@ -36,9 +36,12 @@ func (h *Handler) record(x *exchange) {
 		putRespBuf(x.resp)
 		x.resp = nil
 	}
-	// Calls of one episode come one after another (a call starts once the
-	// answer to the previous one is in), so records reach the tracker in
-	// arrival order; truly concurrent calls are compared either way round.
+	h.order.submit(x, c, h.release)
+}
+
+// release classifies a record against the earlier calls of its episode
+// and hands it to the sink; arrivals calls it in arrival order.
+func (h *Handler) release(c *recorder.Call) {
 	if l, ok := h.lin.Observe(c); ok {
 		c.Lineage = &l
 	}

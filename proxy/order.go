@@ -1,0 +1,94 @@
+package proxy
+
+import (
+	"sync"
+
+	"github.com/orchard-rl/orchard/recorder"
+)
+
+// arrivals hands records to the lineage tracker and the sink in the order
+// their calls arrived, per episode, as far as that order matters. Records
+// are assembled by several workers, so a call's record can be ready before
+// the record of the call that preceded it; the tracker must see the earlier
+// one first, or a continuation looks like a new thread. A record therefore
+// waits for earlier calls of its episode whose upstream response had
+// already ended (their records are moments away). An earlier call still
+// streaming overlaps this one, so neither can continue the other and the
+// record does not wait for it. No worker ever blocks: whichever worker
+// makes records releasable releases them.
+type arrivals struct {
+	mu  sync.Mutex // guards following
+	eps map[string]*episodeArrivals
+}
+
+type episodeArrivals struct {
+	open      []*exchange // begun and not yet released, in arrival order
+	held      map[*exchange]*recorder.Call
+	releasing bool // a worker is releasing this episode's records
+}
+
+func newArrivals() *arrivals { return &arrivals{eps: make(map[string]*episodeArrivals)} }
+
+// begin registers a recorded exchange as it arrives.
+func (a *arrivals) begin(x *exchange) {
+	a.mu.Lock()
+	ep := a.eps[x.att.episode]
+	if ep == nil {
+		ep = &episodeArrivals{held: make(map[*exchange]*recorder.Call)}
+		a.eps[x.att.episode] = ep
+	}
+	ep.open = append(ep.open, x)
+	a.mu.Unlock()
+}
+
+// submit offers the finished record c of x and calls release, in order,
+// for every record that may go now (c's or others held before).
+func (a *arrivals) submit(x *exchange, c *recorder.Call, release func(*recorder.Call)) {
+	a.mu.Lock()
+	ep := a.eps[x.att.episode]
+	ep.held[x] = c
+	if ep.releasing {
+		a.mu.Unlock() // that worker will release c too
+		return
+	}
+	ep.releasing = true
+	for {
+		ready := ep.takeReady()
+		if len(ready) == 0 {
+			ep.releasing = false
+			if len(ep.open) == 0 {
+				delete(a.eps, x.att.episode)
+			}
+			a.mu.Unlock()
+			return
+		}
+		a.mu.Unlock()
+		for _, r := range ready {
+			release(r)
+		}
+		a.mu.Lock()
+	}
+}
+
+// takeReady removes and returns, in arrival order, the held records that
+// no earlier, already answered call is still holding up.
+func (ep *episodeArrivals) takeReady() []*recorder.Call {
+	var ready []*recorder.Call
+	keep := ep.open[:0]
+	blocked := false
+	for _, e := range ep.open {
+		c, held := ep.held[e]
+		switch {
+		case held && !blocked:
+			ready = append(ready, c)
+			delete(ep.held, e)
+			continue
+		case !held && e.answered.Load():
+			blocked = true // its record is on its way: everything later waits
+		}
+		keep = append(keep, e)
+	}
+	clear(ep.open[len(keep):])
+	ep.open = keep
+	return ready
+}

@@ -1,0 +1,54 @@
+package proxy
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/orchard-rl/orchard/recorder"
+)
+
+func TestArrivalsOrder(t *testing.T) {
+	mk := func(ep string) *exchange {
+		x := &exchange{}
+		x.att.episode = ep
+		return x
+	}
+	a := newArrivals()
+	var got []string
+	release := func(c *recorder.Call) { got = append(got, c.CallID) }
+	call := func(id string) *recorder.Call { return &recorder.Call{CallID: id} }
+
+	// 1 was answered before 2 arrived, but 2's record is ready first:
+	// 2 waits for 1.
+	x1, x2, y1 := mk("a"), mk("a"), mk("b")
+	a.begin(x1)
+	x1.answered.Store(true)
+	a.begin(x2)
+	a.begin(y1)
+	x2.answered.Store(true)
+	a.submit(x2, call("a2"), release)
+	a.submit(y1, call("b1"), release) // another episode is not held up
+	if want := []string{"b1"}; !slices.Equal(got, want) {
+		t.Fatalf("released %v, want %v", got, want)
+	}
+	a.submit(x1, call("a1"), release)
+	if want := []string{"b1", "a1", "a2"}; !slices.Equal(got, want) {
+		t.Fatalf("released %v, want %v", got, want)
+	}
+
+	// 3 is still streaming (overlaps 4): 4 does not wait for it.
+	got = nil
+	x3, x4 := mk("a"), mk("a")
+	a.begin(x3)
+	a.begin(x4)
+	x4.answered.Store(true)
+	a.submit(x4, call("a4"), release)
+	x3.answered.Store(true)
+	a.submit(x3, call("a3"), release)
+	if want := []string{"a4", "a3"}; !slices.Equal(got, want) {
+		t.Fatalf("released %v, want %v", got, want)
+	}
+	if len(a.eps) != 0 {
+		t.Fatalf("%d episodes left open, want 0", len(a.eps))
+	}
+}
