@@ -203,8 +203,10 @@ func (s *Server) start(req *envd.ExecRequest) (*execution, error) {
 	cmd.Stdout = outWriter{x, envd.EventStdout}
 	cmd.Stderr = outWriter{x, envd.EventStderr}
 	cmd.WaitDelay = s.opts.WaitDelay
+	// Hold the lock across Start: the output copiers start with the process
+	// and their writes wait here, so the start event is always first.
+	x.mu.Lock()
 	if err := cmd.Start(); err != nil {
-		x.mu.Lock()
 		x.appendLocked(envd.Event{Type: envd.EventStart})
 		x.mu.Unlock()
 		x.finish(envd.ExecResult{ExitCode: 127, Error: fmt.Sprintf("start %s: %v", args[0], err)})
@@ -212,7 +214,6 @@ func (s *Server) start(req *envd.ExecRequest) (*execution, error) {
 		return x, nil
 	}
 	pid := cmd.Process.Pid
-	x.mu.Lock()
 	x.kill = func(string) { killTree(pid) }
 	x.appendLocked(envd.Event{Type: envd.EventStart, PID: pid})
 	x.mu.Unlock()
