@@ -179,7 +179,10 @@ func TestTimeoutKillsGrandchildren(t *testing.T) {
 	if !res.TimedOut || res.ExitCode != 137 || res.Stdout != "ready\n" {
 		t.Fatalf("exec = %+v, want timed out with exit 137", res)
 	}
-	got := run(t, sb, `for f in c s g; do kill -0 $(cat $f.pid) 2>/dev/null && echo "$f alive" || echo "$f dead"; done`)
+	// A killed process is a zombie until the jail's init reaps it, and
+	// kill -0 succeeds on zombies: read the state from /proc instead.
+	got := run(t, sb, `for f in c s g; do st=$(cut -d' ' -f3 /proc/$(cat $f.pid)/stat 2>/dev/null); `+
+		`{ [ -z "$st" ] || [ "$st" = Z ]; } && echo "$f dead" || echo "$f alive"; done`)
 	if got.Stdout != "c dead\ns dead\ng dead\n" {
 		t.Errorf("after timeout: %q", got.Stdout)
 	}
