@@ -1,7 +1,6 @@
 package embedded
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 var (
 	epoch       = storetest.Epoch
 	chatEpisode = storetest.ChatEpisode
+	assertCalls = storetest.AssertCalls
 )
 
 func openT(t testing.TB, dir string, opts Options) *Store {
@@ -42,24 +42,6 @@ func callsT(t testing.TB, s *Store, ep string) []*recorder.Call {
 		t.Fatalf("Calls(%s): %v", ep, err)
 	}
 	return got
-}
-
-// assertCalls checks got against want: same ids in order, Seq 1..n and
-// byte-identical request, response and usage.
-func assertCalls(t testing.TB, got, want []*recorder.Call) {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("got %d calls, want %d", len(got), len(want))
-	}
-	for i, w := range want {
-		g := got[i]
-		if g.CallID != w.CallID || g.Seq != int64(i+1) || g.EpisodeID != w.EpisodeID || !g.StartedAt.Equal(w.StartedAt) {
-			t.Fatalf("call %d = %s seq %d ep %s, want %s seq %d ep %s", i, g.CallID, g.Seq, g.EpisodeID, w.CallID, i+1, w.EpisodeID)
-		}
-		if !bytes.Equal(g.Request, w.Request) || !bytes.Equal(g.Response, w.Response) || !bytes.Equal(g.Usage, w.Usage) {
-			t.Fatalf("call %s: bodies differ after round trip", w.CallID)
-		}
-	}
 }
 
 // segBytes is the on-disk size of the log.

@@ -1,9 +1,7 @@
 package embedded
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
@@ -11,20 +9,18 @@ import (
 	"testing"
 
 	"github.com/orchard-rl/orchard/recorder"
+	"github.com/orchard-rl/orchard/recorder/storetest"
 )
 
 func TestRoundTripFixtures(t *testing.T) {
-	files, err := filepath.Glob("../../testdata/harness-requests/*.jsonl")
-	if err != nil || len(files) != 4 {
-		t.Fatalf("fixtures: %v, %d files", err, len(files))
-	}
 	dir := t.TempDir()
 	s := openT(t, dir, Options{})
-	want := map[string][]*recorder.Call{}
-	for _, name := range files {
-		ep := filepath.Base(name)
-		want[ep] = fixtureCalls(t, name, ep)
-		for _, c := range want[ep] {
+	want := storetest.Fixtures(t)
+	if len(want) != 4 {
+		t.Fatalf("%d fixture episodes, want 4", len(want))
+	}
+	for _, calls := range want {
+		for _, c := range calls {
 			writeT(t, s, c) // one call per batch, as a live proxy would
 		}
 	}
@@ -36,34 +32,6 @@ func TestRoundTripFixtures(t *testing.T) {
 	for ep, w := range want {
 		assertCalls(t, callsT(t, s, ep), w)
 	}
-}
-
-func fixtureCalls(t *testing.T, name, ep string) []*recorder.Call {
-	t.Helper()
-	f, err := os.Open(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 64<<20)
-	var out []*recorder.Call
-	for sc.Scan() {
-		var line struct {
-			Path string          `json:"path"`
-			Body json.RawMessage `json:"body"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
-			t.Fatal(err)
-		}
-		if len(line.Body) == 0 {
-			continue
-		}
-		c := chatEpisode(ep, len(out)+1, 10)[len(out)]
-		c.Path, c.Request = line.Path, line.Body
-		out = append(out, c)
-	}
-	return out
 }
 
 // TestStorageSize is issue 2's storage acceptance: a 200-turn episode whose
