@@ -1,6 +1,7 @@
 package sse
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 )
@@ -57,6 +58,45 @@ func (f *Framer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// Feed is Write followed by Next until it returns nil, calling fn with each
+// complete event. When nothing is pending it frames p in place, so events
+// that arrive whole (the usual case: one event per upstream write) are
+// never copied; only an unterminated tail is kept. The slices passed to fn
+// are valid only during the call. Errors are Write's.
+func (f *Framer) Feed(p []byte, fn func(ev []byte)) error {
+	// Finish a pending event by copying p a little at a time, so the buffer
+	// stays about one event long whatever the size of p.
+	for f.Buffered() > 0 {
+		if len(p) == 0 {
+			return nil
+		}
+		k := min(len(p), feedStep)
+		if _, err := f.Write(p[:k]); err != nil {
+			return err
+		}
+		p = p[k:]
+		for ev := f.Next(); ev != nil; ev = f.Next() {
+			fn(ev)
+		}
+	}
+	f.buf, f.start, f.scan = f.buf[:0], 0, 0
+	// Nothing pending: scan p itself with a Framer that borrows it.
+	in := Framer{buf: p, lineS: true, max: f.max}
+	for ev := in.Next(); ev != nil; ev = in.Next() {
+		fn(ev)
+	}
+	if rest := p[in.start:]; len(rest) > 0 {
+		f.buf, f.start, f.scan, f.lineS = f.buf[:0], 0, 0, true
+		if _, err := f.Write(rest); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// feedStep is how many bytes Feed copies at a time to complete an event.
+const feedStep = 512
+
 // Next returns the next complete event, including its terminating blank line,
 // or nil when no complete event is buffered. The slice aliases the Framer's
 // buffer and is valid until the next Write.
@@ -101,8 +141,15 @@ func (f *Framer) findEnd(eof bool) (int, bool) {
 	for i < len(b) {
 		c := b[i]
 		if c != '\n' && c != '\r' {
+			// Jump to the next line terminator: most events are one long
+			// "data:" line.
 			f.lineS = false
-			i++
+			j := indexEOL(b[i:])
+			if j < 0 {
+				i = len(b)
+				break
+			}
+			i += j
 			continue
 		}
 		// A line terminator: "\r\n", "\r" or "\n".
@@ -123,4 +170,19 @@ func (f *Framer) findEnd(eof bool) (int, bool) {
 	}
 	f.scan = i
 	return 0, false
+}
+
+// indexEOL returns the index of the first '\n' or '\r' in b, or -1.
+func indexEOL(b []byte) int {
+	n := bytes.IndexByte(b, '\n')
+	if n < 0 {
+		n = len(b)
+	}
+	if r := bytes.IndexByte(b[:n], '\r'); r >= 0 {
+		return r
+	}
+	if n == len(b) {
+		return -1
+	}
+	return n
 }

@@ -14,12 +14,14 @@ func FuzzFramer(f *testing.F) {
 	f.Add([]byte("\r\r\n\n\r"), uint16(1))
 	f.Fuzz(func(t *testing.T, in []byte, cut uint16) {
 		c := int(cut) % (len(in) + 1)
-		got, raw := frame(t, in, c)
-		if !bytes.Equal(raw, in) {
-			t.Fatalf("round trip %q, want %q", raw, in)
-		}
-		if want := collect(in); !eq(got, want) {
-			t.Fatalf("events %+v, want %+v", got, want)
+		for _, feed := range []bool{false, true} {
+			got, raw := frame(t, in, c, feed)
+			if !bytes.Equal(raw, in) {
+				t.Fatalf("feed %v: round trip %q, want %q", feed, raw, in)
+			}
+			if want := collect(in); !eq(got, want) {
+				t.Fatalf("feed %v: events %+v, want %+v", feed, got, want)
+			}
 		}
 	})
 }

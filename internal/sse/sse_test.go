@@ -136,18 +136,21 @@ func TestFramerSplits(t *testing.T) {
 	for _, tc := range parseCases {
 		in := []byte(tc.in)
 		for cut := 0; cut <= len(in); cut++ {
-			got, raw := frame(t, in, cut)
-			if !bytes.Equal(raw, in) {
-				t.Fatalf("%s cut %d: round trip %q, want %q", tc.name, cut, raw, in)
-			}
-			if want := collect(in); !eq(got, want) {
-				t.Fatalf("%s cut %d: events %+v, want %+v", tc.name, cut, got, want)
+			for _, feed := range []bool{false, true} {
+				got, raw := frame(t, in, cut, feed)
+				if !bytes.Equal(raw, in) {
+					t.Fatalf("%s cut %d feed %v: round trip %q, want %q", tc.name, cut, feed, raw, in)
+				}
+				if want := collect(in); !eq(got, want) {
+					t.Fatalf("%s cut %d feed %v: events %+v, want %+v", tc.name, cut, feed, got, want)
+				}
 			}
 		}
 	}
 }
 
-func frame(t testing.TB, in []byte, cut int) ([]wantEv, []byte) {
+// frame splits in into two writes at cut, with Write and Next, or with Feed.
+func frame(t testing.TB, in []byte, cut int, feed bool) ([]wantEv, []byte) {
 	f := NewFramer(0)
 	var raw []byte
 	var got []wantEv
@@ -161,6 +164,18 @@ func frame(t testing.TB, in []byte, cut int) ([]wantEv, []byte) {
 		}
 	}
 	for _, part := range [][]byte{in[:cut], in[cut:]} {
+		if feed {
+			// Feed may frame part in place: hand it a copy that is
+			// clobbered afterwards, so an event kept past fn would show.
+			cp := bytes.Clone(part)
+			if err := f.Feed(cp, func(ev []byte) { take(bytes.Clone(ev)) }); err != nil {
+				t.Fatal(err)
+			}
+			for i := range cp {
+				cp[i] = 'X'
+			}
+			continue
+		}
 		if _, err := f.Write(part); err != nil {
 			t.Fatal(err)
 		}
