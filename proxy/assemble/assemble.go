@@ -3,7 +3,6 @@ package assemble
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 
 	"github.com/tidwall/gjson"
 
@@ -36,30 +35,26 @@ type Result struct {
 // recorder.API* names of a generation API). The body must already be decoded
 // from any Content-Encoding. It never panics; unknown APIs yield Err.
 func Stream(api string, body []byte) Result {
-	var a streamAssembler
-	switch api {
-	case recorder.APIChatCompletions:
-		a = newChoices(true)
-	case recorder.APICompletions:
-		a = newChoices(false)
-	case recorder.APIResponses:
-		a = &responses{}
-	case recorder.APIMessages:
-		a = &messages{}
-	default:
-		return Result{Err: fmt.Sprintf("assemble: unsupported api %q", api)}
+	s, err := NewStreamer(api)
+	if err != nil {
+		return Result{Err: err.Error()}
 	}
+	// The body is whole: walk it in place rather than through the Framer's
+	// buffer. TestStreamerPieces holds the two paths to the same result.
 	for ev := range sse.Events(body) {
 		if ev.HasData {
-			a.event(ev.Name, ev.Data)
+			s.a.event(ev.Name, ev.Data)
 		}
 	}
-	return a.result()
+	return s.a.result()
 }
 
 // streamAssembler consumes the events of one stream.
 type streamAssembler interface {
+	// event consumes one event; data is only valid during the call.
 	event(name string, data []byte)
+	// started reports whether result would return a Response.
+	started() bool
 	result() Result
 }
 
@@ -112,7 +107,7 @@ func errorMessage(v gjson.Result) string {
 }
 
 // int64s reads a JSON array of integers; ok is false for anything else.
-func int64s(v gjson.Result) ([]int64, bool) {
+func int64s(v val) ([]int64, bool) {
 	if !v.IsArray() {
 		return nil, false
 	}
@@ -120,7 +115,7 @@ func int64s(v gjson.Result) ([]int64, bool) {
 	// runs for every chunk of a stream.
 	var out []int64
 	ok := true
-	v.ForEach(func(_, x gjson.Result) bool {
+	v.ForEach(func(_, x val) bool {
 		if x.Type != gjson.Number {
 			ok = false
 			return false

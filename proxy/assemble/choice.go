@@ -1,6 +1,7 @@
 package assemble
 
 import (
+	"bytes"
 	"slices"
 
 	"github.com/tidwall/gjson"
@@ -13,6 +14,7 @@ var textKeys = []string{"content", "reasoning", "reasoning_content", "refusal"}
 
 // choice accumulates one choice of a chat or completions stream.
 type choice struct {
+	c      *choices
 	index  int64
 	fields object // choice-level fields; "message"/"text"/"logprobs"/"token_ids" are placeholders
 	msg    object // chat message fields; text keys are placeholders
@@ -31,83 +33,130 @@ type toolCall struct {
 	args      []byte
 }
 
-func (ch *choice) add(v gjson.Result, chat bool) {
+func (ch *choice) add(v val, chat bool) {
 	var nIDs, nLP = -1, -1
-	v.ForEach(func(k, f gjson.Result) bool {
-		key := k.String()
-		switch key {
+	v.ForEach(func(k, f val) bool {
+		switch k.text() {
 		case "index":
 		case "delta":
-			ch.fields.set("message", nullJSON)
+			ch.fields.put("message", nullJSON)
 			ch.delta(f)
 		case "text":
 			if !chat && f.Type == gjson.String {
-				ch.fields.set("text", nullJSON)
-				ch.appendText("text", f.String())
+				ch.c.note(holeCompletion, f, ch, "", nil)
+				ch.completionText(f)
 			} else {
-				ch.fields.merge(key, []byte(f.Raw))
+				ch.fields.mergeRaw(k, f.raw)
 			}
 		case "logprobs":
-			if !ch.fields.has(key) {
-				ch.fields.set(key, nullJSON)
+			if !ch.fields.has("logprobs") {
+				ch.fields.set("logprobs", nullJSON)
 			}
 			if f.IsObject() {
+				ch.c.note(holeLogprobs, f, ch, "", nil)
 				nLP = ch.lp.add(f, chat)
 			}
 		case "token_ids":
-			ch.fields.set(key, nullJSON)
-			if ids, ok := int64s(f); ok {
-				ch.ids.ids, ch.ids.seen = append(ch.ids.ids, ids...), true
-				nIDs = len(ids)
+			if f.IsArray() {
+				ch.c.note(holeIDs, f, ch, "", nil)
 			}
+			nIDs = ch.addIDs(f)
 		case "prompt_token_ids":
 			if ids, ok := int64s(f); ok && !ch.prompt.seen {
 				ch.prompt = idList{ids, true}
 			}
-			ch.fields.merge(key, []byte(f.Raw))
+			ch.fields.mergeRaw(k, f.raw)
 		default:
-			ch.fields.merge(key, []byte(f.Raw))
+			ch.fields.mergeRaw(k, f.raw)
 		}
 		return true
 	})
+	ch.checkCounts(nIDs, nLP)
+}
+
+// The members of a chunk whose values are appended to the choice: the
+// template replays them (see template.go), so each is one method.
+
+func (ch *choice) completionText(f val) {
+	ch.fields.put("text", nullJSON)
+	ch.appendText("text", f)
+}
+
+// addIDs appends a chunk's token_ids and returns how many there were (-1
+// when the value is not a list of ids).
+func (ch *choice) addIDs(f val) int {
+	ch.fields.put("token_ids", nullJSON)
+	ids, ok := int64s(f)
+	if !ok {
+		return -1
+	}
+	ch.ids.ids, ch.ids.seen = append(ch.ids.ids, ids...), true
+	return len(ids)
+}
+
+func (ch *choice) deltaText(key string, f val) {
+	ch.msg.put(key, nullJSON)
+	ch.appendText(key, f)
+}
+
+func (t *toolCall) addArgs(f val) {
+	t.fn.put("arguments", nullJSON)
+	t.args = f.appendString(t.args)
+}
+
+// checkCounts notes the first chunk whose token ids and logprob entries
+// disagree in number (-1: the chunk had none).
+func (ch *choice) checkCounts(nIDs, nLP int) {
 	if nIDs >= 0 && nLP >= 0 && nIDs != nLP && ch.mismatch == "" {
 		ch.mismatch = "choice " + itoa64(ch.index) + ": a chunk has " + itoa(nIDs) +
 			" token ids and " + itoa(nLP) + " logprobs"
 	}
 }
 
-func (ch *choice) appendText(k, s string) {
+// appendText appends a string value's text to the text field k.
+func (ch *choice) appendText(k string, s val) {
 	if ch.texts == nil {
 		ch.texts = map[string][]byte{}
 	}
-	ch.texts[k] = append(ch.texts[k], s...)
+	ch.texts[k] = s.appendString(ch.texts[k])
 }
 
-func (ch *choice) delta(d gjson.Result) {
-	d.ForEach(func(k, f gjson.Result) bool {
-		key := k.String()
-		switch {
-		case slices.Contains(textKeys, key) && f.Type == gjson.String:
-			ch.msg.set(key, nullJSON)
-			ch.appendText(key, f.String())
-		case slices.Contains(textKeys, key):
+// textKey returns the text key k names ("" if none), as a constant string
+// so that the maps keyed by it do not keep a copy of the chunk.
+func textKey(k val) string {
+	kt := k.text()
+	for _, t := range textKeys {
+		if kt == t {
+			return t
+		}
+	}
+	return ""
+}
+
+func (ch *choice) delta(d val) {
+	d.ForEach(func(k, f val) bool {
+		switch key := textKey(k); {
+		case key != "" && f.Type == gjson.String:
+			ch.c.note(holeText, f, ch, key, nil)
+			ch.deltaText(key, f)
+		case key != "":
 			if _, seen := ch.texts[key]; !seen {
-				ch.msg.merge(key, []byte(f.Raw))
+				ch.msg.mergeRaw(k, f.raw)
 			}
-		case key == "tool_calls" && f.IsArray():
-			ch.msg.set(key, nullJSON)
-			f.ForEach(func(_, tc gjson.Result) bool {
+		case k.text() == "tool_calls" && f.IsArray():
+			ch.msg.put("tool_calls", nullJSON)
+			f.ForEach(func(_, tc val) bool {
 				ch.toolDelta(tc)
 				return true
 			})
 		default:
-			ch.msg.merge(key, []byte(f.Raw))
+			ch.msg.mergeRaw(k, f.raw)
 		}
 		return true
 	})
 }
 
-func (ch *choice) toolDelta(tc gjson.Result) {
+func (ch *choice) toolDelta(tc val) {
 	i := tc.Get("index").Int()
 	if ch.tools == nil {
 		ch.tools = map[int64]*toolCall{}
@@ -117,32 +166,33 @@ func (ch *choice) toolDelta(tc gjson.Result) {
 		t = &toolCall{}
 		ch.tools[i] = t
 	}
-	tc.ForEach(func(k, f gjson.Result) bool {
-		switch key := k.String(); key {
+	tc.ForEach(func(k, f val) bool {
+		switch k.text() {
 		case "index":
 		case "function":
-			t.other.set("function", nullJSON)
-			f.ForEach(func(fk, fv gjson.Result) bool {
-				switch fk.String() {
+			t.other.put("function", nullJSON)
+			f.ForEach(func(fk, fv val) bool {
+				switch fk.text() {
 				case "arguments":
-					t.fn.set("arguments", nullJSON)
-					t.args = append(t.args, fv.String()...)
+					ch.c.note(holeArgs, fv, ch, "", t)
+					t.addArgs(fv)
 				case "name":
 					// The name arrives whole on the first delta; later
 					// fragments (some servers split it) are appended.
-					if fv.String() != "" {
+					if name := fv.String(); name != "" {
+						ch.c.noTemplate() // appends: not a pure function of the chunk
 						old, _ := t.fn.get("name")
-						t.fn.set("name", quote(gjson.ParseBytes(old).String()+fv.String()))
+						t.fn.set("name", quote(gjson.ParseBytes(old).String()+name))
 					} else if !t.fn.has("name") {
-						t.fn.set("name", []byte(fv.Raw))
+						t.fn.set("name", bytes.Clone(fv.raw))
 					}
 				default:
-					t.fn.merge(fk.String(), []byte(fv.Raw))
+					t.fn.mergeRaw(fk, fv.raw)
 				}
 				return true
 			})
 		default:
-			t.other.merge(key, []byte(f.Raw))
+			t.other.mergeRaw(k, f.raw)
 		}
 		return true
 	})

@@ -1,6 +1,7 @@
 package assemble
 
 import (
+	"bytes"
 	"slices"
 	"strings"
 
@@ -20,6 +21,9 @@ type choices struct {
 	sglIn   idList // sglext.input_ids (SGLang)
 	sglOut  map[int64][]int64
 	nChunks int
+	tpl     template
+	cur     []byte // the chunk being parsed in full (for template offsets)
+	group   int    // choice objects seen in the chunk being parsed
 }
 
 // idList is a list of token ids and whether the upstream sent it at all.
@@ -38,65 +42,80 @@ func (c *choices) event(_ string, data []byte) {
 		return
 	}
 	c.nChunks++
-	if !gjson.ValidBytes(data) {
+	if c.tpl.replay(data) {
+		return
+	}
+	c.tpl.reset()
+	if !valid(data) && !gjson.ValidBytes(data) {
 		c.errs = append(c.errs, "malformed chunk "+itoa(c.nChunks))
 		return
 	}
-	root := gjson.ParseBytes(data)
 	// Every chunk passes here: look for an error object only in the rare
 	// chunk that mentions one, instead of three lookups per chunk.
 	if mayBeError(data) {
-		if e := errorMessage(root); e != "" {
+		if e := errorMessage(gjson.ParseBytes(data)); e != "" {
 			c.errs = append(c.errs, e)
 			return
 		}
 	}
-	root.ForEach(func(k, v gjson.Result) bool {
-		c.topField(k.String(), v)
+	root := valOf(data)
+	c.cur, c.group, c.tpl.ok = data, 0, root.IsObject()
+	root.ForEach(func(k, v val) bool {
+		c.topField(k, v)
 		return true
 	})
+	if c.tpl.ok {
+		c.tpl.keep(data)
+	}
+	c.cur = nil
 }
 
-func (c *choices) topField(k string, v gjson.Result) {
-	switch k {
+// topField merges one top-level member of a chunk. Keys and values alias
+// the chunk: object.mergeRaw copies what it keeps.
+func (c *choices) topField(k, v val) {
+	switch k.text() {
 	case "choices":
-		c.top.set("choices", nullJSON) // filled by result
-		v.ForEach(func(_, ch gjson.Result) bool {
+		c.top.put("choices", nullJSON) // filled by result
+		v.ForEach(func(_, ch val) bool {
+			c.group++
 			c.choice(ch.Get("index").Int()).add(ch, c.chat)
 			return true
 		})
 	case "object":
-		if c.chat && v.String() == "chat.completion.chunk" {
-			c.top.set(k, quote("chat.completion"))
+		if c.chat && v.is("chat.completion.chunk") {
+			c.top.put("object", chatCompletion)
 		} else {
-			c.top.merge(k, []byte(v.Raw))
+			c.top.mergeRaw(k, v.raw)
 		}
 	case "usage":
 		if v.Type != gjson.Null {
-			c.usage = []byte(v.Raw)
+			c.usage = bytes.Clone(v.raw)
 		}
-		c.top.merge(k, []byte(v.Raw))
+		c.top.mergeRaw(k, v.raw)
 	case "prompt_token_ids":
 		if ids, ok := int64s(v); ok && !c.prompt.seen {
 			c.prompt = idList{ids, true}
 		}
-		c.top.merge(k, []byte(v.Raw))
+		c.top.mergeRaw(k, v.raw)
 	case "sglext":
+		c.noTemplate() // appends output ids
 		c.sglext(v)
-		c.top.merge(k, []byte(v.Raw))
+		c.top.mergeRaw(k, v.raw)
 	default:
-		c.top.merge(k, []byte(v.Raw))
+		c.top.mergeRaw(k, v.raw)
 	}
 }
 
+var chatCompletion = quote("chat.completion")
+
 // sglext reads SGLang's response-level token ids: input_ids (the prompt) and
 // output_ids (one list per choice).
-func (c *choices) sglext(v gjson.Result) {
+func (c *choices) sglext(v val) {
 	if ids, ok := int64s(v.Get("input_ids")); ok && !c.sglIn.seen {
 		c.sglIn = idList{ids, true}
 	}
-	for i, out := range v.Get("output_ids").Array() {
-		if ids, ok := int64s(out); ok {
+	for i, out := range v.g().Get("output_ids").Array() {
+		if ids, ok := int64s(valOf([]byte(out.Raw))); ok {
 			c.sglOut[int64(i)] = append(c.sglOut[int64(i)], ids...)
 		}
 	}
@@ -105,7 +124,7 @@ func (c *choices) sglext(v gjson.Result) {
 func (c *choices) choice(i int64) *choice {
 	ch := c.byIndex[i]
 	if ch == nil {
-		ch = &choice{index: i}
+		ch = &choice{c: c, index: i}
 		ch.fields.set("index", []byte(itoa64(i)))
 		c.byIndex[i] = ch
 	}
@@ -166,3 +185,5 @@ func completionTokens(usage []byte) int64 {
 	}
 	return v.Int()
 }
+
+func (c *choices) started() bool { return len(c.top.keys) > 0 }

@@ -2,6 +2,7 @@ package assemble_test
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
 
 	"github.com/orchard-rl/orchard/proxy/assemble"
@@ -21,6 +22,11 @@ func FuzzStream(f *testing.F) {
 	f.Add(uint8(0), []byte(`data: {"choices":[{"index":-1,"delta":null}],"sglext":{"output_ids":[[1],[2,3]],"input_ids":[]}}`+"\n\n"))
 	f.Fuzz(func(t *testing.T, api uint8, body []byte) {
 		r := assemble.Stream(fuzzAPIs[int(api)%len(fuzzAPIs)], body)
+		// The same body in pieces (cut where the body's own bytes say)
+		// must assemble to the same result.
+		if p := inPieces(t, fuzzAPIs[int(api)%len(fuzzAPIs)], body); !reflect.DeepEqual(p, r) {
+			t.Fatalf("in pieces:\n%+v\nwhole:\n%+v", p, r)
+		}
 		if r.Response != nil && !json.Valid(r.Response) {
 			t.Fatalf("invalid response JSON %q", r.Response)
 		}
@@ -34,6 +40,24 @@ func FuzzStream(f *testing.F) {
 		}
 		checkAligned(t, j.Tokens)
 	})
+}
+
+// inPieces feeds body to a Streamer cut after every byte whose value is
+// below 16 (so the fuzzer controls the cuts).
+func inPieces(t *testing.T, api string, body []byte) assemble.Result {
+	s, err := assemble.NewStreamer(api)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := 0
+	for i, c := range body {
+		if c < 16 {
+			s.Write(body[last : i+1])
+			last = i + 1
+		}
+	}
+	s.Write(body[last:])
+	return s.Result()
 }
 
 func checkAligned(t *testing.T, tk *recorder.Tokens) {

@@ -12,13 +12,13 @@ import (
 // messages assembles an Anthropic messages stream into the message object the
 // non-streaming API returns.
 type messages struct {
-	msg     object
-	usage   object
-	blocks  map[int64]*mBlock
-	started bool
-	done    bool
-	errs    []string
-	n       int
+	msg    object
+	usage  object
+	blocks map[int64]*mBlock
+	begun  bool
+	done   bool
+	errs   []string
+	n      int
 }
 
 // mBlock is one content block under construction.
@@ -71,7 +71,7 @@ func (m *messages) event(name string, data []byte) {
 }
 
 func (m *messages) start(msg gjson.Result) {
-	m.started = true
+	m.begun = true
 	msg.ForEach(func(k, f gjson.Result) bool {
 		switch k.String() {
 		case "usage":
@@ -125,7 +125,7 @@ func (b *mBlock) render() []byte {
 
 func (m *messages) result() Result {
 	r := Result{Done: m.done, Err: strings.Join(m.errs, "; ")}
-	if !m.started && len(m.blocks) == 0 {
+	if !m.begun && len(m.blocks) == 0 {
 		return r
 	}
 	idx := make([]int64, 0, len(m.blocks))
@@ -149,3 +149,5 @@ func (m *messages) result() Result {
 	}
 	return r
 }
+
+func (m *messages) started() bool { return m.begun || len(m.blocks) > 0 }

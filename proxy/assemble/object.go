@@ -37,6 +37,30 @@ func (o *object) merge(k string, raw []byte) {
 	o.set(k, raw)
 }
 
+// put is set, without the map write when k already holds an equal value.
+func (o *object) put(k string, raw []byte) {
+	if old, ok := o.vals[k]; ok && bytes.Equal(old, raw) {
+		return
+	}
+	o.set(k, raw)
+}
+
+// mergeRaw is merge for a key and value that alias a chunk: it copies them
+// only when it stores them, which for most fields of most chunks it does not.
+func (o *object) mergeRaw(k val, raw []byte) {
+	var old []byte
+	var ok bool
+	if k.plain() {
+		old, ok = o.vals[string(k.raw[1:len(k.raw)-1])]
+	} else {
+		old, ok = o.vals[k.String()]
+	}
+	if ok && (isNull(raw) || bytes.Equal(old, raw)) {
+		return
+	}
+	o.set(k.String(), bytes.Clone(raw))
+}
+
 func (o *object) get(k string) ([]byte, bool) {
 	v, ok := o.vals[k]
 	return v, ok

@@ -180,3 +180,5 @@ func (x *rItem) parts(parts map[int64][]byte, prefix, key, refusal string) []byt
 	}
 	return rawArray(out)
 }
+
+func (r *responses) started() bool { return r.snapshot != nil || len(r.items) > 0 }

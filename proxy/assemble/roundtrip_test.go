@@ -125,3 +125,51 @@ func TestStreamEqualsJSON(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamerPieces feeds every round-trip stream to a Streamer in pieces
+// (one byte at a time, and cut at seeded random points, which splits events,
+// lines and "\r\n" pairs): the result must equal Stream's on the whole body.
+func TestStreamerPieces(t *testing.T) {
+	t.Parallel()
+	srv := llmtest.NewServer(llmtest.Options{})
+	defer srv.Close()
+	for _, tc := range roundTrips {
+		t.Run(tc.name, func(t *testing.T) {
+			stream := post(t, srv, tc.path, streamBody(tc.api, tc.body))
+			crlf := bytes.ReplaceAll(stream, []byte("\n"), []byte("\r\n"))
+			for _, body := range [][]byte{stream, crlf, append([]byte("\xEF\xBB\xBF"), stream...)} {
+				want := assemble.Stream(tc.api, body)
+				for seed := range 4 {
+					got := feedPieces(t, tc.api, body, seed)
+					if !reflect.DeepEqual(got, want) {
+						t.Fatalf("seed %d: pieces gave\n%+v\nwhole body gave\n%+v", seed, got, want)
+					}
+				}
+			}
+		})
+	}
+}
+
+// feedPieces writes body to a new Streamer one byte at a time (seed 0) or in
+// pseudo-random pieces of 1-64 bytes.
+func feedPieces(t *testing.T, api string, body []byte, seed int) assemble.Result {
+	t.Helper()
+	s, err := assemble.NewStreamer(api)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := uint32(seed*2654435761 + 1)
+	for len(body) > 0 {
+		n := 1
+		if seed > 0 {
+			x ^= x << 13
+			x ^= x >> 17
+			x ^= x << 5
+			n = 1 + int(x%64)
+		}
+		n = min(n, len(body))
+		s.Write(body[:n])
+		body = body[n:]
+	}
+	return s.Result()
+}

@@ -1,6 +1,7 @@
 package assemble
 
 import (
+	"bytes"
 	"math"
 	"strconv"
 	"strings"
@@ -25,23 +26,24 @@ const missingLogprob = -9999.0
 
 // add merges one chunk's logprobs and returns how many sampled-token entries
 // it carried.
-func (l *logprobs) add(v gjson.Result, chat bool) int {
+func (l *logprobs) add(v val, chat bool) int {
 	l.seen = true
 	n := 0
-	v.ForEach(func(k, f gjson.Result) bool {
+	v.ForEach(func(k, f val) bool {
 		key := k.String()
 		if !f.IsArray() {
 			if _, isArr := l.arrays[key]; !isArr {
-				l.obj.merge(key, []byte(f.Raw))
+				l.obj.mergeRaw(k, f.raw)
 			}
 			return true
 		}
 		if l.arrays == nil {
 			l.arrays = map[string][][]byte{}
 		}
-		l.obj.set(key, nullJSON)
-		f.ForEach(func(_, e gjson.Result) bool {
-			l.arrays[key] = append(l.arrays[key], []byte(e.Raw))
+		l.obj.put(key, nullJSON)
+		elems := l.arrays[key]
+		f.ForEach(func(_, e val) bool {
+			elems = append(elems, bytes.Clone(e.raw))
 			switch {
 			case chat && key == "content":
 				l.values = append(l.values, logprobOf(e.Get("logprob")))
@@ -52,15 +54,16 @@ func (l *logprobs) add(v gjson.Result, chat bool) int {
 			}
 			return true
 		})
-		if l.arrays[key] == nil {
-			l.arrays[key] = [][]byte{}
+		if elems == nil {
+			elems = [][]byte{}
 		}
+		l.arrays[key] = elems
 		return true
 	})
 	return n
 }
 
-func logprobOf(v gjson.Result) float64 {
+func logprobOf(v val) float64 {
 	f := v.Float()
 	if v.Type != gjson.Number || math.IsInf(f, 0) || math.IsNaN(f) {
 		return missingLogprob // also for 1e999, which encoding/json cannot write back
@@ -143,28 +146,28 @@ func orEmpty(ids []int64) []int64 {
 // per-choice token_ids, SGLang's per-choice ids or sglext.input_ids/output_ids.
 func jsonTokens(root gjson.Result, chat bool) *recorder.Tokens {
 	var prompt idList
-	if ids, ok := int64s(root.Get("prompt_token_ids")); ok {
+	if ids, ok := int64s(valOf([]byte(root.Get("prompt_token_ids").Raw))); ok {
 		prompt = idList{ids, true}
-	} else if ids, ok := int64s(root.Get("sglext.input_ids")); ok {
+	} else if ids, ok := int64s(valOf([]byte(root.Get("sglext.input_ids").Raw))); ok {
 		prompt = idList{ids, true}
 	}
 	outs := root.Get("sglext.output_ids").Array()
 	var chs []choiceTokens
 	root.Get("choices").ForEach(func(pos, c gjson.Result) bool {
 		ct := choiceTokens{index: c.Get("index").Int()}
-		if ids, ok := int64s(c.Get("token_ids")); ok {
+		if ids, ok := int64s(valOf([]byte(c.Get("token_ids").Raw))); ok {
 			ct.ids = idList{ids, true}
 		} else if p := int(pos.Int()); p < len(outs) {
-			if ids, ok := int64s(outs[p]); ok {
+			if ids, ok := int64s(valOf([]byte(outs[p].Raw))); ok {
 				ct.ids = idList{ids, true}
 			}
 		}
-		if ids, ok := int64s(c.Get("prompt_token_ids")); ok && !prompt.seen {
+		if ids, ok := int64s(valOf([]byte(c.Get("prompt_token_ids").Raw))); ok && !prompt.seen {
 			prompt = idList{ids, true}
 		}
 		var l logprobs
 		if lp := c.Get("logprobs"); lp.IsObject() {
-			l.add(lp, chat)
+			l.add(valOf([]byte(lp.Raw)), chat)
 		}
 		ct.lps = l.values
 		chs = append(chs, ct)

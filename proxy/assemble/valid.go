@@ -1,0 +1,179 @@
+package assemble
+
+// valid reports whether b is one JSON value (with optional surrounding
+// space) by the grammar of RFC 8259. It accepts nothing gjson.ValidBytes
+// rejects (a fuzz test holds it to that) and is cheaper: chunks pass here
+// once each, and the rare document it rejects is asked of gjson again.
+func valid(b []byte) bool {
+	i := skipSpace(b, 0)
+	i, ok := validValue(b, i, 0)
+	return ok && skipSpace(b, i) == len(b)
+}
+
+// maxDepth bounds nesting so that a hostile chunk cannot grow the stack
+// without end; deeper documents go to gjson.
+const maxDepth = 64
+
+func validValue(b []byte, i, depth int) (int, bool) {
+	if i >= len(b) || depth > maxDepth {
+		return i, false
+	}
+	switch c := b[i]; {
+	case c == '"':
+		return validString(b, i)
+	case c == '{':
+		return validObject(b, i, depth+1)
+	case c == '[':
+		return validArray(b, i, depth+1)
+	case c == 't':
+		return literal(b, i, "true")
+	case c == 'f':
+		return literal(b, i, "false")
+	case c == 'n':
+		return literal(b, i, "null")
+	case c == '-' || c >= '0' && c <= '9':
+		return validNumber(b, i)
+	}
+	return i, false
+}
+
+func literal(b []byte, i int, lit string) (int, bool) {
+	if len(b)-i >= len(lit) && string(b[i:i+len(lit)]) == lit {
+		return i + len(lit), true
+	}
+	return i, false
+}
+
+func validObject(b []byte, i, depth int) (int, bool) {
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1, true
+	}
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return i, false
+		}
+		var ok bool
+		if i, ok = validString(b, i); !ok {
+			return i, false
+		}
+		i = skipSpace(b, i)
+		if i >= len(b) || b[i] != ':' {
+			return i, false
+		}
+		if i, ok = validValue(b, skipSpace(b, i+1), depth); !ok {
+			return i, false
+		}
+		i = skipSpace(b, i)
+		switch {
+		case i >= len(b):
+			return i, false
+		case b[i] == '}':
+			return i + 1, true
+		case b[i] != ',':
+			return i, false
+		}
+		i = skipSpace(b, i+1)
+	}
+}
+
+func validArray(b []byte, i, depth int) (int, bool) {
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return i + 1, true
+	}
+	for {
+		var ok bool
+		if i, ok = validValue(b, i, depth); !ok {
+			return i, false
+		}
+		i = skipSpace(b, i)
+		switch {
+		case i >= len(b):
+			return i, false
+		case b[i] == ']':
+			return i + 1, true
+		case b[i] != ',':
+			return i, false
+		}
+		i = skipSpace(b, i+1)
+	}
+}
+
+func validString(b []byte, i int) (int, bool) {
+	for i++; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '"':
+			return i + 1, true
+		case c < ' ':
+			return i, false
+		case c == '\\':
+			i++
+			if i >= len(b) {
+				return i, false
+			}
+			switch b[i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				if len(b)-i < 5 || !hex4(b[i+1:i+5]) {
+					return i, false
+				}
+				i += 4
+			default:
+				return i, false
+			}
+		}
+	}
+	return i, false
+}
+
+func hex4(h []byte) bool {
+	for _, c := range h {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+			return false
+		}
+	}
+	return true
+}
+
+func validNumber(b []byte, i int) (int, bool) {
+	if b[i] == '-' {
+		i++
+	}
+	switch {
+	case i >= len(b):
+		return i, false
+	case b[i] == '0':
+		i++
+	case b[i] >= '1' && b[i] <= '9':
+		i = digits(b, i)
+	default:
+		return i, false
+	}
+	if i < len(b) && b[i] == '.' {
+		j := digits(b, i+1)
+		if j == i+1 {
+			return i, false
+		}
+		i = j
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		j := digits(b, i)
+		if j == i {
+			return i, false
+		}
+		i = j
+	}
+	return i, true
+}
+
+func digits(b []byte, i int) int {
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		i++
+	}
+	return i
+}
