@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/orchard-rl/orchard/proxy/assemble"
 	"github.com/orchard-rl/orchard/recorder"
 )
 
@@ -29,7 +30,7 @@ type exchange struct {
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	idle   *time.Timer
+	idle   *idleTimer
 
 	reqBody      []byte // as the client sent it, decoded
 	reqEncoding  string
@@ -47,11 +48,16 @@ type exchange struct {
 	firstByte    time.Time
 	respEncoding string
 	sse          bool
-	resp         *bytes.Buffer // upstream body bytes, as received
-	eof          bool
-	readErr      error
-	ended        time.Time
-	done         bool
+	resp         *bytes.Buffer // upstream body bytes, as received (see keepRaw)
+	asm          *assemble.Streamer
+	// keepRaw says whether resp still collects the body: always, unless asm
+	// assembles the stream as it flows and has seen enough of it to produce a
+	// response; then the record needs no raw copy and none is held.
+	keepRaw bool
+	eof     bool
+	readErr error
+	ended   time.Time
+	done    bool
 	// answered is set once the upstream's response has ended (or failed),
 	// from the goroutine serving the request; record ordering reads it.
 	answered atomic.Bool
@@ -80,12 +86,11 @@ func (t *tee) Read(p []byte) (int, error) {
 	n, err := t.rc.Read(p)
 	x := t.x
 	if n > 0 {
-		if x.resp == nil {
+		if x.firstByte.IsZero() {
 			x.firstByte = time.Now()
-			x.resp = respBufs.Get().(*bytes.Buffer)
 		}
-		x.resp.Write(p[:n])
-		x.idle.Reset(x.h.opts.IdleTimeout)
+		x.collect(p[:n])
+		x.idle.touch()
 	}
 	if err == io.EOF {
 		x.eof = true
@@ -95,6 +100,26 @@ func (t *tee) Read(p []byte) (int, error) {
 		x.answered.Store(true)
 	}
 	return n, err
+}
+
+// collect keeps what the record needs of the next body bytes.
+func (x *exchange) collect(p []byte) {
+	if x.asm != nil {
+		x.asm.Write(p)
+		if x.keepRaw && x.asm.Started() {
+			x.keepRaw = false
+			if x.resp != nil {
+				putRespBuf(x.resp)
+				x.resp = nil
+			}
+		}
+	}
+	if x.keepRaw {
+		if x.resp == nil {
+			x.resp = respBufs.Get().(*bytes.Buffer)
+		}
+		x.resp.Write(p)
+	}
 }
 
 func (t *tee) Close() error {
@@ -114,7 +139,7 @@ func (x *exchange) finish() {
 	x.answered.Store(true)
 	x.ended = time.Now()
 	if x.idle != nil {
-		x.idle.Stop()
+		x.idle.stop()
 	}
 	// Decide now, while the contexts still say why the exchange ended.
 	x.call.EndReason = x.endReason()

@@ -13,6 +13,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/tidwall/gjson"
 
+	"github.com/orchard-rl/orchard/proxy/assemble"
 	"github.com/orchard-rl/orchard/recorder"
 )
 
@@ -45,7 +46,7 @@ func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
 	defer cancel(context.Canceled)
 	x.ctx, x.cancel = ctx, cancel
 	if api != "" {
-		x.idle = time.AfterFunc(h.opts.IdleTimeout, func() { cancel(errIdleTimeout) })
+		x.idle = newIdleTimer(h.opts.IdleTimeout, func() { cancel(errIdleTimeout) })
 	}
 	h.rp.ServeHTTP(w, r.WithContext(context.WithValue(ctx, exchangeKey{}, x)))
 }
@@ -181,7 +182,11 @@ func (h *Handler) modifyResponse(res *http.Response) error {
 	x.headerAt = time.Now()
 	x.respEncoding = res.Header.Get("Content-Encoding")
 	x.sse = strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream")
-	x.idle.Reset(h.opts.IdleTimeout)
+	x.idle.touch()
+	x.keepRaw = true
+	if x.sse && x.respEncoding == "" && res.StatusCode >= 200 && res.StatusCode < 300 && assembles(x.api) {
+		x.asm, _ = assemble.NewStreamer(x.api) // assembles(x.api) guarantees support
+	}
 	var body io.ReadCloser = &tee{x: x, rc: res.Body}
 	if x.strip.any() && x.respEncoding == "" && res.StatusCode == http.StatusOK {
 		if x.sse {

@@ -31,10 +31,12 @@ func (h *Handler) record(x *exchange) {
 	if x.readErr != nil && c.EndReason == recorder.EndUpstreamError {
 		c.Error = x.readErr.Error()
 	}
-	if x.resp != nil {
+	if x.resp != nil || x.asm != nil {
 		h.recordResponse(c, x)
-		putRespBuf(x.resp)
-		x.resp = nil
+		if x.resp != nil {
+			putRespBuf(x.resp)
+			x.resp = nil
+		}
 	}
 	h.order.submit(x, c, h.release)
 }
@@ -50,6 +52,19 @@ func (h *Handler) release(c *recorder.Call) {
 }
 
 func (h *Handler) recordResponse(c *recorder.Call, x *exchange) {
+	if x.asm != nil {
+		// Assembled as it flowed: x.resp holds the body only if the stream
+		// never got far enough to yield a response.
+		var raw []byte
+		if x.resp != nil {
+			raw = x.resp.Bytes()
+		}
+		h.assembled(c, x.asm.Result(), raw, true)
+		return
+	}
+	if x.resp == nil {
+		return
+	}
 	body, err := decodeBody(x.respEncoding, x.resp.Bytes())
 	if err != nil {
 		c.Response, _ = jsonOrString(bytes.Clone(x.resp.Bytes()))
@@ -60,14 +75,19 @@ func (h *Handler) recordResponse(c *recorder.Call, x *exchange) {
 		c.Response, _ = jsonOrString(bytes.Clone(body))
 		return
 	}
-	var res assemble.Result
 	if x.sse {
-		res = assemble.Stream(c.API, body)
-		if c.EndReason == recorder.EndDone && !res.Done {
-			c.EndReason = recorder.EndEOF
-		}
-	} else {
-		res = assemble.JSON(c.API, body)
+		h.assembled(c, assemble.Stream(c.API, body), body, true)
+		return
+	}
+	h.assembled(c, assemble.JSON(c.API, body), body, false)
+}
+
+// assembled fills the record from an assembly result; body is the raw body
+// the result came from, when it was kept (nil otherwise); stream says it
+// was an SSE body.
+func (h *Handler) assembled(c *recorder.Call, res assemble.Result, body []byte, stream bool) {
+	if stream && c.EndReason == recorder.EndDone && !res.Done {
+		c.EndReason = recorder.EndEOF
 	}
 	// The buffer goes back to the pool: keep nothing that points into it.
 	res.Response, res.Usage = owned(res.Response, body), owned(res.Usage, body)
@@ -78,7 +98,7 @@ func (h *Handler) recordResponse(c *recorder.Call, x *exchange) {
 	if res.Err != "" && c.Error == "" {
 		c.Error = res.Err
 	}
-	if c.Response == nil {
+	if c.Response == nil && body != nil {
 		c.Response, _ = jsonOrString(bytes.Clone(body))
 	}
 }
