@@ -17,11 +17,12 @@ import (
 type metaMap map[string]string
 
 func parseMeta(meta []byte) (metaMap, error) {
-	if !json.Valid(meta) || !gjson.ParseBytes(meta).IsObject() {
+	g := gjson.ParseBytes(meta) // a copy: the map keeps strings of it
+	if !json.Valid(meta) || !g.IsObject() {
 		return nil, fmt.Errorf("metadata is not a JSON object: %w", ErrCorrupt)
 	}
 	m := metaMap{}
-	gjson.ParseBytes(meta).ForEach(func(k, v gjson.Result) bool {
+	g.ForEach(func(k, v gjson.Result) bool {
 		m[k.Str] = v.Raw
 		return true
 	})

@@ -2,6 +2,8 @@ package recorder
 
 import (
 	"bytes"
+	"strings"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 )
@@ -49,7 +51,10 @@ func splitBody(body []byte, keys map[string]bool) (split, bool) {
 	var s split
 	prev := 0
 	seen := map[string]bool{}
-	gjson.ParseBytes(body).ForEach(func(k, v gjson.Result) bool {
+	// Parse a view of body rather than a copy (gjson.ParseBytes copies the
+	// whole request): every span kept below is re-sliced from body, and the
+	// only string kept, the field's key, is cloned.
+	gjson.Parse(unsafe.String(unsafe.SliceData(body), len(body))).ForEach(func(k, v gjson.Result) bool {
 		if !keys[k.Str] || seen[k.Str] {
 			return true
 		}
@@ -62,7 +67,7 @@ func splitBody(body []byte, keys map[string]bool) (split, bool) {
 			return true
 		}
 		seen[k.Str] = true
-		f.key = k.Str
+		f.key = strings.Clone(k.Str)
 		s.skeleton = append(s.skeleton, body[prev:start]...)
 		f.hole = len(s.skeleton)
 		s.fields = append(s.fields, f)
