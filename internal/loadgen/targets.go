@@ -1,5 +1,7 @@
 package loadgen
 
+import "os"
+
 // target is one system under load.
 type target struct {
 	Key   string // a..f, as in issue 7
@@ -24,6 +26,11 @@ type targetEnv struct {
 
 func orchardArgs(e targetEnv, extra ...string) []string {
 	a := []string{"proxy", "--listen", e.listen, "--upstream", e.upstream + "/v1"}
+	// For profiling a target while it is under load (see docs/benchmarks.md):
+	// its cells run one at a time, so one address serves them all in turn.
+	if addr := os.Getenv("ORCHARD_BENCH_PPROF"); addr != "" {
+		a = append(a, "--pprof", addr)
+	}
 	return append(a, extra...)
 }
 
