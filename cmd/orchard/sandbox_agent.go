@@ -18,15 +18,25 @@ func newSandboxAgentCmd() *cobra.Command {
 		Long: `The in-sandbox agent. envd's local backend starts it inside each bubblewrap jail with
 --listen-fd; on Kubernetes it is the pod's command, "orchard sandbox-agent --listen :7070 --
 <original entrypoint>", copied in by an init container running "orchard sandbox-agent --install".
+As PID 1 (or with --init) it becomes a minimal init: it runs the agent again as its child, forwards
+signals to it, reaps orphaned processes, and exits with the agent's status.
 Flags: --listen, --listen-fd, --workdir, --token-env (default ORCHARD_AGENT_TOKEN), --install,
---default-timeout.`,
+--default-timeout, --init.`,
 		DisableFlagParsing: true, // the agent parses its own flags, shared with the tests
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := agent.ParseArgs(args)
 			if err != nil {
 				return err
 			}
-			return agent.Run(cmd.Context(), cfg, os.LookupEnv, slog.New(slog.NewTextHandler(os.Stderr, nil)))
+			logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+			if agent.ShouldInit(cfg, os.LookupEnv) {
+				code, err := agent.RunInit(cfg, logger)
+				if err == nil && code != 0 {
+					err = exitError{code}
+				}
+				return err
+			}
+			return agent.Run(cmd.Context(), cfg, os.LookupEnv, logger)
 		},
 	}
 }

@@ -5,7 +5,9 @@
 // files and tar archives. On the local backend envd reaches it over a Unix
 // socket that envd created and handed in as a file descriptor; on
 // Kubernetes it listens on the pod IP and is started as the pod's command
-// ("orchard sandbox-agent -- <entrypoint>").
+// ("orchard sandbox-agent -- <entrypoint>"). There it is PID 1, so it
+// becomes a minimal init that runs the agent as its child and reaps the
+// orphans PID 1 inherits ([RunInit]).
 //
 // Every route lives under /agent/v1/; envd maps /envd/v1/sandboxes/{id}/X
 // to /agent/v1/X, so both speak the same request and response shapes

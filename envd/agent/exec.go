@@ -255,10 +255,19 @@ func exitCode(ps *os.ProcessState) int {
 	if ps == nil {
 		return -1
 	}
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok {
+		return waitCode(ws)
 	}
 	return ps.ExitCode()
+}
+
+// waitCode returns the exit status in ws, or 128+signal for a killed
+// process, as a shell reports it.
+func waitCode(ws syscall.WaitStatus) int {
+	if ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ws.ExitStatus()
 }
 
 // path resolves p against the work directory; "" is the work directory.

@@ -38,6 +38,10 @@ type Config struct {
 	// Entrypoint is started beside the agent and left running; empty
 	// means none.
 	Entrypoint []string
+	// Init makes the process a minimal init that runs the agent as its
+	// child and reaps orphans (see [RunInit]), as it does anyway when it
+	// is PID 1.
+	Init bool
 }
 
 // ParseArgs reads the agent's flags (kebab-case, stdlib flag syntax);
@@ -52,6 +56,7 @@ func ParseArgs(args []string) (Config, error) {
 	fs.StringVar(&c.TokenEnv, "token-env", "ORCHARD_AGENT_TOKEN", "env variable with the bearer token clients must send")
 	fs.StringVar(&c.Install, "install", "", "copy this binary to the given path and exit")
 	fs.DurationVar(&c.DefaultTimeout, "default-timeout", 10*time.Minute, "timeout of commands that give none")
+	fs.BoolVar(&c.Init, "init", false, "run as a reaping init with the agent as its child (automatic when PID 1)")
 	if err := fs.Parse(args); err != nil {
 		return c, fmt.Errorf("sandbox-agent flags: %w", err)
 	}

@@ -23,9 +23,16 @@ func main() {
 	if len(args) > 0 && args[0] == "sandbox-agent" {
 		args = args[1:] // accept orchard's subcommand form too
 	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	cfg, err := agent.ParseArgs(args)
-	if err == nil {
-		err = agent.Run(ctx, cfg, os.LookupEnv, slog.New(slog.NewTextHandler(os.Stderr, nil)))
+	switch {
+	case err == nil && agent.ShouldInit(cfg, os.LookupEnv):
+		var code int
+		if code, err = agent.RunInit(cfg, logger); err == nil {
+			os.Exit(code)
+		}
+	case err == nil:
+		err = agent.Run(ctx, cfg, os.LookupEnv, logger)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "orchard-agent:", err)
