@@ -139,8 +139,8 @@ func runEnvd(ctx context.Context, cfg *envdConfig, lg *slog.Logger, ready chan<-
 
 // kubeFlags configure the Kubernetes backend.
 type kubeFlags struct {
-	kubeconfig, namespace, agentImage, runtimeClass, owner, warmImage string
-	warmSize                                                          int
+	kubeconfig, namespace, agentImage, runtimeClass, owner, warmImage, execVia string
+	warmSize                                                                   int
 }
 
 func (k *kubeFlags) register(fs *pflag.FlagSet) {
@@ -151,6 +151,7 @@ func (k *kubeFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&k.owner, "owner", "envd", "kubernetes backend: owner label value; the orphan sweep only touches pods with it")
 	fs.IntVar(&k.warmSize, "warm-pool", 0, "kubernetes backend: ready pods kept per pod template (0: no warm pool)")
 	fs.StringVar(&k.warmImage, "warm-image", "", "kubernetes backend: image to pre-warm at start (with --warm-pool)")
+	fs.StringVar(&k.execVia, "exec-via", kube.ExecViaAuto, "kubernetes backend: how execs reach a pod: auto (the agent on the pod IP, the API server's pods/exec when the agent cannot be reached), agent, apiserver")
 }
 
 // backend connects to the API server and starts the Kubernetes backend.
@@ -170,7 +171,7 @@ func (k *kubeFlags) backend(ctx context.Context, lg *slog.Logger) (envd.Backend,
 		return nil, nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	opts := kube.Options{Client: cs, Namespace: k.namespace, AgentImage: k.agentImage, RuntimeClass: k.runtimeClass,
-		Owner: k.owner, WarmSize: k.warmSize, Logger: lg}
+		Owner: k.owner, WarmSize: k.warmSize, Logger: lg, ExecVia: k.execVia, RESTConfig: rc}
 	if k.warmImage != "" {
 		opts.Warm = []envd.Spec{{Image: k.warmImage}}
 	}

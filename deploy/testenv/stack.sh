@@ -2,11 +2,15 @@
 # Local test control plane: etcd + kube-apiserver (+ optional kube-scheduler, kwok)
 # usage: stack.sh up|down   env: BIN (dir with etcd, kube-apiserver, kube-scheduler, kwok), ST (state dir),
 #   ETCD_PORT (23790), ETCD_PEER_PORT (23800), KAS_PORT (16443), AUTHZ (AlwaysAllow; RBAC for the RBAC tests),
-#   KWOK_CIDR (127.1.0.0/16: the fake pod IPs, on loopback)
+#   KWOK_CIDR (127.1.0.0/16: the fake pod IPs, on loopback), KWOK_PORT (unset: none; else kwok also serves a
+#   kubelet endpoint on 127.0.0.1:KWOK_PORT that runs pods/exec commands as its own local processes, see
+#   kwok-exec.yaml; the API server reaches it on the node's InternalIP 127.0.0.1 without verifying its
+#   self-signed certificate, as it does for any kubelet when --kubelet-certificate-authority is unset)
 # Orchard's copy of ../shared/k8s-testenv/stack.sh, with the ports and the authorization mode configurable
 # so that tests can run several stacks side by side.
 # After up: KUBECONFIG=$ST/kubeconfig; apply kwok-node.yaml to get a fake Ready node.
 set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
 # BIN is the OUTDIR of build-bins.sh. Every address used is on loopback: kwok hands out fake pod IPs
 # from 127.1.0.0/16, so a test may serve a fake pod's in-sandbox agent on that address itself.
 BIN=${BIN:-${XDG_CACHE_HOME:-$HOME/.cache}/k8s-testenv/bin}
@@ -44,6 +48,7 @@ KC
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-account-key-file="$ST/sa.pub" --service-account-signing-key-file="$ST/sa.key" \
     --service-cluster-ip-range=10.0.0.0/24 --token-auth-file="$ST/tokens.csv" --authorization-mode=$AUTHZ \
+    --kubelet-preferred-address-types=InternalIP \
     --disable-admission-plugins=ServiceAccount,TaintNodesByCondition > kas.log 2>&1 & echo $! > kas.pid
   waitfor sh -c "curl -sk -H 'Authorization: Bearer test-token' https://127.0.0.1:$KAS_PORT/readyz | grep -qx ok" || { echo apiserver failed; tail kas.log; exit 1; }
   echo "kube-apiserver ready $(echo "$(now)-$t1"|bc)s"
@@ -52,9 +57,11 @@ KC
       --authorization-kubeconfig="$ST/kubeconfig" --leader-elect=false --secure-port=0 > sched.log 2>&1 & echo $! > sched.pid
   fi
   if [ -x "$KWOK" ]; then
+    KUBELET=()
+    [ -n "${KWOK_PORT:-}" ] && KUBELET=(-c "$HERE/kwok-exec.yaml" --server-address=127.0.0.1:$KWOK_PORT --node-port=$KWOK_PORT)
     "$KWOK" --kubeconfig="$ST/kubeconfig" -c "$KWOK_STAGES" --manage-all-nodes=false \
       --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake --node-lease-duration-seconds=40 \
-      --cidr=${KWOK_CIDR:-127.1.0.0/16} --node-ip=127.0.0.1 > kwok.log 2>&1 & echo $! > kwok.pid
+      --cidr=${KWOK_CIDR:-127.1.0.0/16} --node-ip=127.0.0.1 "${KUBELET[@]}" > kwok.log 2>&1 & echo $! > kwok.pid
   fi
   echo "stack up in $(echo "$(now)-$t0"|bc)s; KUBECONFIG=$ST/kubeconfig" ;;
 down)

@@ -20,9 +20,18 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/orchard-rl/orchard/envd"
+)
+
+// Ways an exec reaches a sandbox; see [Options].ExecVia.
+const (
+	ExecViaAuto      = "auto"
+	ExecViaAgent     = "agent"
+	ExecViaAPIServer = "apiserver"
 )
 
 // Options configures a [Backend].
@@ -53,6 +62,20 @@ type Options struct {
 	// Transport reaches agents on pod IPs; default an HTTP/2 (cleartext)
 	// transport that keeps one multiplexed connection per pod.
 	Transport http.RoundTripper
+	// ExecVia is how execs reach a sandbox: ExecViaAgent (the agent on the
+	// pod IP only), ExecViaAPIServer (always the API server's pods/exec;
+	// Create then trusts the pod's readiness probe and never calls the
+	// agent itself) or ExecViaAuto (the agent, and pods/exec when the
+	// agent cannot be dialled). Default auto. Files and exec reattach,
+	// get and kill always go to the agent.
+	ExecVia string
+	// RESTConfig reaches the API server for pods/exec. Nil disables that
+	// path: auto then means agent, and apiserver is an error.
+	RESTConfig *rest.Config
+	// AgentWait bounds how long, in auto mode, Create waits for a Ready
+	// pod's agent to accept a connection on the pod IP before it settles
+	// for exec through the API server; default 10 s.
+	AgentWait time.Duration
 	Logger    *slog.Logger // nil discards
 	// OnPoolChange, when set, is called (without locks held) after a warm
 	// pod joins the pool; for metrics and tests.
@@ -64,6 +87,7 @@ type Options struct {
 // stops its watch and warm-pool loop.
 type Backend struct {
 	opts     Options
+	core     corev1client.CoreV1Interface // from RESTConfig; nil without it
 	pods     cache.SharedIndexInformer
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -84,8 +108,15 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
+	var core corev1client.CoreV1Interface
+	if opts.RESTConfig != nil {
+		var err error
+		if core, err = corev1client.NewForConfig(opts.RESTConfig); err != nil {
+			return nil, fmt.Errorf("kube backend: client for pods/exec: %w", err)
+		}
+	}
 	lctx, cancel := context.WithCancel(context.Background())
-	b := &Backend{opts: opts, cancel: cancel, refillCh: make(chan struct{}, 1),
+	b := &Backend{opts: opts, core: core, cancel: cancel, refillCh: make(chan struct{}, 1),
 		waiters: map[string]chan struct{}{}, sandboxes: map[string]string{}, tokens: map[string]string{},
 		warm: map[string][]string{}, pending: map[string]int{}, templates: map[string]envd.Spec{}}
 	f := informers.NewSharedInformerFactoryWithOptions(opts.Client, 0, informers.WithNamespace(opts.Namespace),
@@ -143,6 +174,21 @@ func (o *Options) defaults() error {
 	}
 	if o.ReadyTimeout <= 0 {
 		o.ReadyTimeout = 5 * time.Minute
+	}
+	switch {
+	case o.ExecVia == "":
+		o.ExecVia = ExecViaAuto
+	case o.ExecVia != ExecViaAuto && o.ExecVia != ExecViaAgent && o.ExecVia != ExecViaAPIServer:
+		return fmt.Errorf("kube backend: exec via %q: want auto, agent or apiserver", o.ExecVia)
+	}
+	if o.RESTConfig == nil {
+		if o.ExecVia == ExecViaAPIServer {
+			return errors.New("kube backend: exec via apiserver needs the API server's REST config")
+		}
+		o.ExecVia = ExecViaAgent
+	}
+	if o.AgentWait <= 0 {
+		o.AgentWait = 10 * time.Second
 	}
 	if o.Transport == nil {
 		t := &http.Transport{DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
@@ -213,25 +259,51 @@ func (b *Backend) watchPod(name string) (*corev1.Pod, <-chan struct{}) {
 }
 
 // waitReady blocks until pod name is ready by the watch and its agent
-// answers, and returns the pod's IP.
-func (b *Backend) waitReady(ctx context.Context, name string) (string, error) {
+// answers (see [Backend.checkAgent]), and returns the pod's IP and
+// whether envd reached its agent.
+func (b *Backend) waitReady(ctx context.Context, name string) (string, bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, b.opts.ReadyTimeout)
 	defer cancel()
 	defer func() { b.mu.Lock(); delete(b.waiters, name); b.mu.Unlock() }()
 	for {
 		pod, ch := b.watchPod(name)
 		if pod != nil && podReady(pod) {
-			return pod.Status.PodIP, b.health(ctx, pod.Status.PodIP)
+			up, err := b.checkAgent(ctx, name, pod.Status.PodIP)
+			return pod.Status.PodIP, up, err
 		}
 		if pod != nil && podDead(pod) {
-			return "", fmt.Errorf("%w: pod %s ended (%s) before it was ready", envd.ErrUpstream, name, pod.Status.Phase)
+			return "", false, fmt.Errorf("%w: pod %s ended (%s) before it was ready", envd.ErrUpstream, name, pod.Status.Phase)
 		}
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return "", fmt.Errorf("wait for pod %s: %w", name, ctx.Err())
+			return "", false, fmt.Errorf("wait for pod %s: %w", name, ctx.Err())
 		}
 	}
+}
+
+// checkAgent waits for the agent of Ready pod name at ip to answer and
+// reports whether it did. In apiserver mode the pod's readiness probe (the
+// kubelet calling the agent) is enough. In auto mode an agent that still
+// cannot be dialled after AgentWait is left to the API-server fallback.
+func (b *Backend) checkAgent(ctx context.Context, name, ip string) (bool, error) {
+	switch b.opts.ExecVia {
+	case ExecViaAPIServer:
+		return false, nil
+	case ExecViaAuto:
+		wctx, cancel := context.WithTimeout(ctx, b.opts.AgentWait)
+		err := b.health(wctx, ip)
+		cancel()
+		if err == nil {
+			return true, nil
+		}
+		if ctx.Err() == nil && unreachable(err) {
+			b.opts.Logger.Info("sandbox agent unreachable on the pod IP; exec goes through the API server",
+				"pod", name, "ip", ip, "err", err)
+			return false, nil
+		}
+	}
+	return true, b.health(ctx, ip)
 }
 
 // health calls the agent until it answers (the pod can report ready a
@@ -266,10 +338,14 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// instance describes the agent of pod at ip for envd.
-func (b *Backend) instance(ip, token string, spec *envd.Spec) *envd.Instance {
+// instance describes for envd the agent of pod name at ip; agentUp is
+// whether envd reached it.
+func (b *Backend) instance(name, ip, token string, agentUp bool, spec *envd.Spec) *envd.Instance {
 	inst := &envd.Instance{BaseURL: "http://" + net.JoinHostPort(ip, strconv.Itoa(b.opts.AgentPort)),
 		Transport: b.opts.Transport, Token: token, Workdir: spec.Workdir}
+	if b.opts.ExecVia != ExecViaAgent {
+		inst.Transport = b.podTransport(name, spec.Workdir, agentUp)
+	}
 	if spec.Resources.PIDs > 0 {
 		inst.Warnings = append(inst.Warnings, "resources.pids is not a pod field; the kubelet's --pod-max-pids applies")
 	}

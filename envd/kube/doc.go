@@ -2,7 +2,9 @@
 // configurable namespace, built from the user's image unchanged. An init
 // container copies a static orchard binary into a shared emptyDir and the
 // pod's command becomes "orchard sandbox-agent -- <entrypoint>"; envd then
-// talks to that agent on the pod IP over pooled cleartext HTTP/2. A shared
+// talks to that agent on the pod IP over pooled cleartext HTTP/2; when it
+// cannot connect to the agent (or is told to), it runs execs through the
+// API server's pods/exec instead ([Options].ExecVia). A shared
 // watch (informer) on the backend's pods reports readiness, and a warm pool
 // keeps N ready pods per pod template that Create claims with one label
 // patch. Pods carry labels (owner, state, sandbox, template) that the sweep

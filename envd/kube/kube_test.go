@@ -1,7 +1,10 @@
 package kube
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"reflect"
@@ -18,8 +21,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/remotecommand"
 	"sigs.k8s.io/yaml"
 
 	"github.com/orchard-rl/orchard/envd"
@@ -215,10 +220,29 @@ func TestKubeRBAC(t *testing.T) {
 		t.Fatal(err)
 	}
 	saClient := clientAs(t, tok.Status.Token)
-	spec := envd.Spec{Image: "busybox:1.36", Workdir: "/work"}
-	b := newTestBackend(t, saClient, ns, func(o *Options) { o.WarmSize, o.Warm = 1, []envd.Spec{spec} })
-	if _, err := b.Create(ctx, "sb-rbac1", &spec); err != nil {
+	spec := envd.Spec{Image: "busybox:1.36", Workdir: t.TempDir()}
+	b := newTestBackend(t, saClient, ns, func(o *Options) {
+		o.WarmSize, o.Warm = 1, []envd.Spec{spec}
+		o.RESTConfig, o.ExecVia = restConfig(t, tok.Status.Token), ExecViaAPIServer
+	})
+	inst, err := b.Create(ctx, "sb-rbac1", &spec)
+	if err != nil {
 		t.Fatalf("create as envd's ServiceAccount: %v", err)
+	}
+	if res := instExec(t, inst, envd.ExecRequest{Cmd: []string{"pwd"}}); res.ExitCode != 0 || res.Stdout != spec.Workdir+"\n" {
+		t.Fatalf("exec through the API server as envd's ServiceAccount = %+v", res)
+	}
+	// envd tries WebSocket first: a GET that needs "get" and, since
+	// Kubernetes 1.35, "create" on pods/exec.
+	var out bytes.Buffer
+	ws, err := remotecommand.NewWebSocketExecutor(restConfig(t, tok.Status.Token), http.MethodGet,
+		saClient.CoreV1().RESTClient().Get().Namespace(ns).Resource("pods").Name("orchard-sb-rbac1").SubResource("exec").
+			VersionedParams(&corev1.PodExecOptions{Container: container, Command: []string{"echo", "ws"}, Stdout: true}, scheme.ParameterCodec).URL().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ws.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out}); err != nil || out.String() != "ws\n" {
+		t.Fatalf("websocket exec as envd's ServiceAccount = %q, %v", out.String(), err)
 	}
 	if _, err := b.Create(ctx, "sb-rbac2", &spec); err != nil {
 		t.Fatalf("second create as envd's ServiceAccount: %v", err)
@@ -241,8 +265,14 @@ func TestKubeRBAC(t *testing.T) {
 			_, err := saClient.CoreV1().Pods(ns).Update(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: ns}}, metav1.UpdateOptions{})
 			return err
 		}},
-		{"exec", func() error {
-			return saClient.CoreV1().RESTClient().Post().Namespace(ns).Resource("pods").Name("x").SubResource("exec").Do(ctx).Error()
+		{"attach", func() error {
+			return saClient.CoreV1().RESTClient().Post().Namespace(ns).Resource("pods").Name("x").SubResource("attach").Do(ctx).Error()
+		}},
+		{"port-forward", func() error {
+			return saClient.CoreV1().RESTClient().Post().Namespace(ns).Resource("pods").Name("x").SubResource("portforward").Do(ctx).Error()
+		}},
+		{"exec elsewhere", func() error {
+			return saClient.CoreV1().RESTClient().Post().Namespace(saNS).Resource("pods").Name("x").SubResource("exec").Do(ctx).Error()
 		}},
 	}
 	for _, d := range denied {
@@ -250,6 +280,24 @@ func TestKubeRBAC(t *testing.T) {
 			t.Errorf("%s as envd's ServiceAccount = %v, want forbidden", d.name, err)
 		}
 	}
+}
+
+// instExec runs req through the transport of inst, as envd's forwarder
+// does, and returns the agent-format result.
+func instExec(t *testing.T, inst *envd.Instance, req envd.ExecRequest) envd.ExecResult {
+	t.Helper()
+	body, _ := json.Marshal(req)
+	r, _ := http.NewRequest(http.MethodPost, inst.BaseURL+"/agent/v1/exec", bytes.NewReader(body))
+	res, err := inst.Transport.RoundTrip(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var out envd.ExecResult
+	if err := json.NewDecoder(res.Body).Decode(&out); err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("exec: HTTP %d, %v", res.StatusCode, err)
+	}
+	return out
 }
 
 func readYAML(t *testing.T, path string, v any) {
@@ -266,17 +314,27 @@ func readYAML(t *testing.T, path string, v any) {
 // clientAs returns a client for the test API server with bearer token tok.
 func clientAs(t *testing.T, tok string) *kubernetes.Clientset {
 	t.Helper()
-	rc, err := clientcmd.BuildConfigFromFlags("", stack.kubecfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc = rest.AnonymousClientConfig(rc)
-	rc.BearerToken, rc.QPS, rc.Burst = tok, 500, 1000
-	cs, err := kubernetes.NewForConfig(rc)
+	cs, err := kubernetes.NewForConfig(restConfig(t, tok))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return cs
+}
+
+// restConfig returns the test API server's config with bearer token tok,
+// or the admin's when tok is "".
+func restConfig(t *testing.T, tok string) *rest.Config {
+	t.Helper()
+	rc, err := clientcmd.BuildConfigFromFlags("", stack.kubecfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok != "" {
+		rc = rest.AnonymousClientConfig(rc)
+		rc.BearerToken = tok
+	}
+	rc.QPS, rc.Burst = 500, 1000
+	return rc
 }
 
 // TestKubeNetworkNone: a sandbox with network "none" gets the label the

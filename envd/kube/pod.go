@@ -27,6 +27,7 @@ const (
 	LabelNetwork = "orchard.dev/network"
 	managedBy    = "orchard-envd"
 
+	container  = "sandbox" // the sandbox container's name, which pods/exec targets
 	binVolume  = "orchard-bin"
 	binDir     = "/orchard-bin"
 	workVolume = "work"
@@ -35,11 +36,19 @@ const (
 
 // Rules are the RBAC rules envd's ServiceAccount needs in the sandbox
 // namespace: exactly the calls this package makes. deploy/base/role.yaml
-// grants these, and a test checks that the two agree.
+// grants these, and a test checks that the two agree. pods/exec (the exec
+// fallback) needs "get" for the WebSocket upgrade, which is a GET, and
+// "create" for the SPDY one (a POST); since Kubernetes 1.35 the API server
+// also checks "create" on WebSocket upgrades
+// (AuthorizePodWebsocketUpgradeCreatePermission).
 var Rules = []rbacv1.PolicyRule{{
 	APIGroups: []string{""},
 	Resources: []string{"pods"},
 	Verbs:     []string{"create", "delete", "get", "list", "patch", "watch"},
+}, {
+	APIGroups: []string{""},
+	Resources: []string{"pods/exec"},
+	Verbs:     []string{"create", "get"},
 }}
 
 // templateKey hashes the spec fields that shape a pod, so that warm pods
@@ -79,7 +88,7 @@ func (b *Backend) podFor(name, token, key string, spec *envd.Spec) *corev1.Pod {
 				VolumeMounts:    []corev1.VolumeMount{{Name: binVolume, MountPath: binDir}},
 			}},
 			Containers: []corev1.Container{{
-				Name:            "sandbox",
+				Name:            container,
 				Image:           spec.Image,
 				ImagePullPolicy: o.PullPolicy,
 				Command:         agentCmd,

@@ -44,12 +44,12 @@ func (b *Backend) Create(ctx context.Context, id string, spec *envd.Spec) (*envd
 	b.mu.Lock()
 	b.sandboxes[id], b.tokens[name] = name, token
 	b.mu.Unlock()
-	ip, err := b.waitReady(ctx, name)
+	ip, agentUp, err := b.waitReady(ctx, name)
 	if err != nil {
 		_ = b.Delete(context.WithoutCancel(ctx), id)
 		return nil, err
 	}
-	return b.instance(ip, token, spec), nil
+	return b.instance(name, ip, token, agentUp, spec), nil
 }
 
 // claim takes a ready warm pod of template key for sandbox id; it returns
@@ -82,7 +82,7 @@ func (b *Backend) claim(ctx context.Context, id, key string, spec *envd.Spec) (*
 		b.mu.Lock()
 		b.sandboxes[id] = name
 		b.mu.Unlock()
-		return b.instance(pod.Status.PodIP, token, spec), nil
+		return b.instance(name, pod.Status.PodIP, token, true, spec), nil
 	}
 }
 
@@ -212,7 +212,7 @@ func (b *Backend) warmOne(ctx context.Context, key string) {
 		}
 		return
 	}
-	if _, err := b.waitReady(ctx, name); err != nil {
+	if _, _, err := b.waitReady(ctx, name); err != nil {
 		if ctx.Err() == nil {
 			b.opts.Logger.Warn("warm pod not ready", "pod", name, "err", err)
 		}

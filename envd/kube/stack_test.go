@@ -29,14 +29,18 @@ import (
 func TestMain(m *testing.M) {
 	// client-go caches its API-server transports process-wide, so their
 	// HTTP/2 read loops outlive the clients; they are not ours to stop.
+	// remotecommand's WebSocket heartbeat outlives a canceled exec (a
+	// timeout) until its next ping fails, within 5 s.
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) { stopStack(); os.Exit(code) }),
 		goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
-		goleak.IgnoreAnyFunction("golang.org/x/net/http2.(*ClientConn).readLoop"))
+		goleak.IgnoreAnyFunction("golang.org/x/net/http2.(*ClientConn).readLoop"),
+		goleak.IgnoreTopFunction("k8s.io/client-go/tools/remotecommand.(*heartbeat).start"))
 }
 
 // stack is one control plane (etcd, kube-apiserver in RBAC mode,
-// kube-scheduler, kwok) started by deploy/testenv/stack.sh for the whole
-// test binary.
+// kube-scheduler, kwok, which also answers pods/exec by running the
+// command locally) started by deploy/testenv/stack.sh for the whole test
+// binary.
 var stack struct {
 	once    sync.Once
 	err     error
@@ -98,7 +102,7 @@ func startStack() {
 	}
 	stack.env = append(os.Environ(), "BIN="+bin, "ST="+stack.dir, "AUTHZ=RBAC",
 		"ETCD_PORT="+freePort(), "ETCD_PEER_PORT="+freePort(), "KAS_PORT="+freePort(),
-		"KWOK_CIDR=127.1.0.0/16")
+		"KWOK_CIDR=127.1.0.0/16", "KWOK_PORT="+freePort())
 	cmd := exec.Command("bash", "../../deploy/testenv/stack.sh", "up")
 	cmd.Env = stack.env
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -153,10 +157,15 @@ func newNamespace(t *testing.T, cs kubernetes.Interface) string {
 	return ns
 }
 
+// labelNoAgent on a pod (value "off") makes the test kubelet start no
+// agent for it, as if envd could not reach the pod IP.
+const labelNoAgent = "orchard-test/agent"
+
 // kubelet plays the kubelet's part that kwok leaves out: for every
-// running pod in its namespace it serves an in-sandbox agent on the pod
-// IP (a loopback address from kwok's 127.1.0.0/16), with the token from
-// the pod's env, and stops it when the pod goes away.
+// running pod in its namespace (but those labelled labelNoAgent=off) it
+// serves an in-sandbox agent on the pod IP (a loopback address from
+// kwok's 127.1.0.0/16), with the token from the pod's env, and stops it
+// when the pod goes away.
 type kubelet struct {
 	t      *testing.T
 	ns     string
@@ -164,11 +173,13 @@ type kubelet struct {
 	mu     sync.Mutex
 	served map[string]*http.Server // pod name ->
 	agents map[string]*agent.Server
+	dead   map[string]bool // pods whose agent was killed
 }
 
-func startKubelet(t *testing.T, cs kubernetes.Interface, ns string, port int) {
+func startKubelet(t *testing.T, cs kubernetes.Interface, ns string, port int) *kubelet {
 	t.Helper()
-	k := &kubelet{t: t, ns: ns, port: port, served: map[string]*http.Server{}, agents: map[string]*agent.Server{}}
+	k := &kubelet{t: t, ns: ns, port: port, served: map[string]*http.Server{}, agents: map[string]*agent.Server{},
+		dead: map[string]bool{}}
 	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns))
 	inf := f.Core().V1().Pods().Informer()
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -199,6 +210,15 @@ func startKubelet(t *testing.T, cs kubernetes.Interface, ns string, port int) {
 			k.stop(n)
 		}
 	})
+	return k
+}
+
+// kill stops pod name's agent for good, as if it had crashed.
+func (k *kubelet) kill(name string) {
+	k.mu.Lock()
+	k.dead[name] = true
+	k.mu.Unlock()
+	k.stop(name)
 }
 
 func (k *kubelet) sync(obj any) {
@@ -210,12 +230,12 @@ func (k *kubelet) sync(obj any) {
 		k.stop(pod.Name)
 		return
 	}
-	if pod.Status.Phase != corev1.PodRunning || pod.Status.PodIP == "" {
+	if pod.Status.Phase != corev1.PodRunning || pod.Status.PodIP == "" || pod.Labels[labelNoAgent] == "off" {
 		return
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if _, ok := k.served[pod.Name]; ok {
+	if _, ok := k.served[pod.Name]; ok || k.dead[pod.Name] {
 		return
 	}
 	token := ""
