@@ -14,63 +14,91 @@ import (
 	"github.com/orchard-rl/orchard/envd"
 )
 
+// controllers are the ones the limits use, in the order warnings name them.
+var controllers = []string{"memory", "pids", "cpu"}
+
 // cgroups creates one cgroup per sandbox under a parent directory in each
 // usable hierarchy: the unified one on cgroup v2, or the memory, pids and
-// cpu hierarchies on v1. Controllers it cannot write are left out and
-// reported once in warning.
+// cpu hierarchies on v1. Controllers it cannot use are left out, logged
+// once (warning) and named in the warnings of each sandbox that asks for
+// their limits. On v2 the sandbox cgroup exists even without controllers:
+// it still tracks every process of the sandbox and kills them on delete.
 type cgroups struct {
 	v2      bool
 	parents map[string]string // controller ("memory", "pids", "cpu", or "" for v2) -> parent dir
-	warning string            // why some or all limits are not enforced; "" when all are
+	enabled []string          // v2: controllers enabled for the sandbox cgroups
+	missing map[string]string // controller -> why its limits are not enforced
+	warning string            // all of missing in one line; "" when every limit is enforced
+}
+
+func newCgroups(v2 bool) *cgroups {
+	return &cgroups{v2: v2, parents: map[string]string{}, missing: map[string]string{}}
 }
 
 // detectCgroups finds writable hierarchies and creates parent (a name like
 // "orchard-envd") under the cgroup envd itself runs in.
 func detectCgroups(parent string) *cgroups {
 	own, mounts := ownCgroups(), cgroupMounts()
+	// Hybrid machines mount v2 too, but the controllers live in v1.
 	if root, ok := mounts["cgroup2"]; ok && len(mounts) == 1 {
 		return detectV2(root, own[""], parent)
 	}
-	c := &cgroups{parents: map[string]string{}}
-	var missing []string
-	for _, ctl := range []string{"memory", "pids", "cpu"} {
+	c := newCgroups(false)
+	for _, ctl := range controllers {
 		mnt, ok := mounts[ctl]
 		if !ok {
-			missing = append(missing, ctl+" (not mounted)")
+			c.missing[ctl] = "is not mounted"
 			continue
 		}
 		dir := filepath.Join(mnt, own[ctl], parent)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
-			missing = append(missing, fmt.Sprintf("%s (%v)", ctl, err))
+			c.missing[ctl] = fmt.Sprintf("is unusable (%v)", err)
 			continue
 		}
 		c.parents[ctl] = dir
 	}
-	if len(missing) > 0 {
-		c.warning = "cgroup v1 controllers unusable, their limits are not enforced: " + strings.Join(missing, ", ")
-	}
+	c.summarize()
 	return c
 }
 
-// detectV2 prepares parent under the unified hierarchy with the memory,
-// pids and cpu controllers delegated to it.
-func detectV2(root, own, parent string) *cgroups {
-	c := &cgroups{v2: true, parents: map[string]string{}}
-	dir := filepath.Join(root, own, parent)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		c.warning = fmt.Sprintf("cgroup v2 not writable (%v); resource limits are not enforced", err)
-		return c
-	}
-	// Enabling controllers for children fails in a cgroup that has
-	// processes of its own, so the parent is a fresh, empty cgroup.
-	for _, d := range []string{filepath.Dir(dir), dir} {
-		if err := os.WriteFile(filepath.Join(d, "cgroup.subtree_control"), []byte("+memory +pids +cpu"), 0); err != nil && d == dir {
-			c.warning = fmt.Sprintf("cgroup v2 controllers not delegable (%v); resource limits are not enforced", err)
-			return c
+// summarize sets warning from missing.
+func (c *cgroups) summarize() {
+	var parts []string
+	for _, ctl := range controllers {
+		if why, ok := c.missing[ctl]; ok {
+			parts = append(parts, ctl+" "+why)
 		}
 	}
-	c.parents[""] = dir
-	return c
+	if len(parts) > 0 {
+		c.warning = fmt.Sprintf("cgroup %s controllers unusable, their limits are not enforced: %s", c.version(), strings.Join(parts, "; "))
+	}
+}
+
+func (c *cgroups) version() string {
+	if c.v2 {
+		return "v2"
+	}
+	return "v1"
+}
+
+// enforces reports whether limits of controller ctl are applied.
+func (c *cgroups) enforces(ctl string) bool {
+	if c == nil {
+		return false
+	}
+	_, missing := c.missing[ctl]
+	return !missing
+}
+
+// warnings names each limit in r whose controller c cannot use.
+func (c *cgroups) warnings(r limits) []string {
+	var out []string
+	for _, ctl := range controllers {
+		if why, ok := c.missing[ctl]; ok && r.asks(ctl) {
+			out = append(out, fmt.Sprintf("resources.%s is not enforced: cgroup %s controller %s %s", ctl, c.version(), ctl, why))
+		}
+	}
+	return out
 }
 
 // ownCgroups maps each v1 controller (and "" for v2) to the cgroup path
@@ -94,7 +122,7 @@ func ownCgroups() map[string]string {
 }
 
 // cgroupMounts maps each v1 controller to its mount point, and "cgroup2"
-// to the unified mount when it is the only hierarchy with controllers.
+// to the first unified mount.
 func cgroupMounts() map[string]string {
 	out := map[string]string{}
 	f, err := os.Open("/proc/self/mountinfo")
@@ -111,7 +139,7 @@ func cgroupMounts() map[string]string {
 		}
 		switch tail[0] {
 		case "cgroup2":
-			if b, err := os.ReadFile(filepath.Join(fields[4], "cgroup.controllers")); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+			if _, ok := out["cgroup2"]; !ok {
 				out["cgroup2"] = fields[4]
 			}
 		case "cgroup":
@@ -122,9 +150,6 @@ func cgroupMounts() map[string]string {
 			}
 		}
 	}
-	if _, ok := out["cgroup2"]; ok && len(out) > 1 {
-		delete(out, "cgroup2") // hybrid: the controllers live in v1
-	}
 	return out
 }
 
@@ -134,10 +159,6 @@ type cgroup struct{ dirs []string }
 // create makes sandbox id's cgroups and writes the limits of r. Limits
 // whose controller is unavailable are returned as warnings.
 func (c *cgroups) create(id string, r limits) (*cgroup, []string, error) {
-	var warns []string
-	if c.warning != "" && r.any() {
-		warns = append(warns, c.warning)
-	}
 	g := &cgroup{}
 	for ctl, parent := range c.parents {
 		dir := filepath.Join(parent, id)
@@ -146,20 +167,26 @@ func (c *cgroups) create(id string, r limits) (*cgroup, []string, error) {
 			return nil, nil, fmt.Errorf("create cgroup %s: %w", dir, err)
 		}
 		g.dirs = append(g.dirs, dir)
-		for file, val := range r.files(ctl, c.v2) {
-			if err := os.WriteFile(filepath.Join(dir, file), []byte(val), 0); err != nil {
-				g.destroy()
-				return nil, nil, fmt.Errorf("set %s=%s: %w", file, val, err)
+		ctls := []string{ctl}
+		if c.v2 {
+			ctls = c.enabled
+		}
+		for _, k := range ctls {
+			for file, val := range r.files(k, c.v2) {
+				if err := writeCgroupFile(filepath.Join(dir, file), val); err != nil {
+					g.destroy()
+					return nil, nil, fmt.Errorf("set %s=%s: %w", file, val, err)
+				}
 			}
 		}
 	}
-	return g, warns, nil
+	return g, c.warnings(r), nil
 }
 
 // add moves pid into every hierarchy of g.
 func (g *cgroup) add(pid int) error {
 	for _, dir := range g.dirs {
-		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
+		if err := writeCgroupFile(filepath.Join(dir, "cgroup.procs"), strconv.Itoa(pid)); err != nil {
 			return fmt.Errorf("add pid %d to %s: %w", pid, dir, err)
 		}
 	}
@@ -177,8 +204,12 @@ func (g *cgroup) destroy() {
 	}
 }
 
-// removeCgroup kills the processes in dir and removes it.
+// removeCgroup kills the processes in dir and removes it. cgroup.kill
+// (cgroup v2, Linux 5.14+) kills the whole cgroup at once, processes
+// forking meanwhile included; elsewhere the listed processes are killed
+// until the directory can go.
 func removeCgroup(dir string) {
+	_ = writeCgroupFile(filepath.Join(dir, "cgroup.kill"), "1")
 	for wait := time.Millisecond; wait < 2*time.Second; wait *= 2 {
 		b, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
 		for _, f := range strings.Fields(string(b)) {
@@ -203,32 +234,39 @@ type limits struct {
 
 func (l limits) any() bool { return l.memory > 0 || l.pids > 0 || l.cpuMilli > 0 }
 
+// asks reports whether l limits what controller ctl controls.
+func (l limits) asks(ctl string) bool {
+	switch ctl {
+	case "memory":
+		return l.memory > 0
+	case "pids":
+		return l.pids > 0
+	case "cpu":
+		return l.cpuMilli > 0
+	}
+	return false
+}
+
 // files returns the control files and values that set l for controller
-// ctl ("" on v2).
+// ctl, in cgroup v2's or v1's vocabulary.
 func (l limits) files(ctl string, v2 bool) map[string]string {
 	const period = 100000
-	m := map[string]string{}
-	if v2 {
-		if l.memory > 0 {
-			m["memory.max"] = strconv.FormatInt(l.memory, 10)
-		}
-		if l.pids > 0 {
-			m["pids.max"] = strconv.FormatInt(l.pids, 10)
-		}
-		if l.cpuMilli > 0 {
-			m["cpu.max"] = fmt.Sprintf("%d %d", l.cpuMilli*period/1000, period)
-		}
-		return m
+	if !l.asks(ctl) {
+		return nil
 	}
 	switch {
-	case ctl == "memory" && l.memory > 0:
-		m["memory.limit_in_bytes"] = strconv.FormatInt(l.memory, 10)
-	case ctl == "pids" && l.pids > 0:
-		m["pids.max"] = strconv.FormatInt(l.pids, 10)
-	case ctl == "cpu" && l.cpuMilli > 0:
-		m["cpu.cfs_quota_us"] = strconv.FormatInt(l.cpuMilli*period/1000, 10)
+	case ctl == "memory" && v2:
+		return map[string]string{"memory.max": strconv.FormatInt(l.memory, 10)}
+	case ctl == "memory":
+		return map[string]string{"memory.limit_in_bytes": strconv.FormatInt(l.memory, 10)}
+	case ctl == "pids":
+		return map[string]string{"pids.max": strconv.FormatInt(l.pids, 10)}
+	case ctl == "cpu" && v2:
+		return map[string]string{"cpu.max": fmt.Sprintf("%d %d", l.cpuMilli*period/1000, period)}
+	case ctl == "cpu":
+		return map[string]string{"cpu.cfs_quota_us": strconv.FormatInt(l.cpuMilli*period/1000, 10)}
 	}
-	return m
+	return nil
 }
 
 // parseLimits reads r; CPU and memory take Kubernetes quantity syntax.

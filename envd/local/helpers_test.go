@@ -55,7 +55,12 @@ type env struct {
 // newEnv serves envd over httptest; cleanup deletes all sandboxes.
 func newEnv(t testing.TB, opts envd.Options) *env {
 	t.Helper()
-	b := newBackend(t)
+	return newEnvOn(t, newBackend(t), opts)
+}
+
+// newEnvOn is newEnv on a given backend.
+func newEnvOn(t testing.TB, b *Backend, opts envd.Options) *env {
+	t.Helper()
 	opts.Backend, opts.BackendName = b, "local"
 	m := envd.NewManager(opts)
 	ts := httptest.NewServer(envd.NewServer(envd.ServerOptions{Manager: m}))
