@@ -35,6 +35,7 @@ type exchange struct {
 	reqBody      []byte // as the client sent it, decoded
 	reqEncoding  string
 	reqDecodeErr string
+	reqJSON      bool   // reqBody is one valid JSON value (encoding/json's judgement)
 	sent         []byte // what goes upstream
 	patched      bool
 	model        string

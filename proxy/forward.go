@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httputil"
@@ -80,6 +81,8 @@ func (x *exchange) readRequest(r *http.Request) *Error {
 		}
 		x.reqBody = dec
 	}
+	// One validity check serves the patching and the record.
+	x.reqJSON = json.Valid(x.reqBody)
 	x.model = gjson.GetBytes(x.reqBody, "model").String()
 	if up, ok := x.h.opts.Routes[x.model]; ok && x.model != "" {
 		x.up = up

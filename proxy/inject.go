@@ -27,7 +27,7 @@ const (
 // exactly what it would have seen without the proxy. A field the client set
 // itself is left alone, and so is its answer.
 func (x *exchange) patchRequest() {
-	if !streamsTokens(x.api) || !gjson.ValidBytes(x.reqBody) {
+	if !streamsTokens(x.api) || !x.reqJSON {
 		return
 	}
 	body := x.reqBody

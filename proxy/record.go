@@ -24,7 +24,11 @@ func (h *Handler) record(x *exchange) {
 		t := x.headerAt.UTC()
 		c.FirstByteAt = &t
 	}
-	c.Request, c.RequestRaw = jsonOrString(x.reqBody)
+	if x.reqJSON {
+		c.Request = x.reqBody
+	} else {
+		c.Request, c.RequestRaw = jsonOrString(x.reqBody)
+	}
 	if x.reqDecodeErr != "" {
 		c.Error = "request body kept as sent: " + x.reqDecodeErr
 	}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"testing"
+
+	"github.com/tidwall/gjson"
 )
 
 // FuzzDecode feeds garbage to the document and pack decoders: they must
@@ -48,6 +50,29 @@ func FuzzBodyRoundTrip(f *testing.F) {
 		got := s.read(t)
 		if !bytes.Equal(got[0].Request, body) || !bytes.Equal(got[0].Response, body) || !bytes.Equal(got[1].Request, c2.Request) {
 			t.Fatalf("body %q did not round-trip", body)
+		}
+	})
+}
+
+// FuzzRebuilds holds rebuilds (the allocation-free check cutArray uses) to
+// joinArray's answer, on arrays as cut and on altered spans.
+func FuzzRebuilds(f *testing.F) {
+	f.Add([]byte(`[1, 2,  3]`), uint8(3))
+	f.Add([]byte(` [ {"a":[1,2]} ,"x" ] `), uint8(0))
+	f.Fuzz(func(t *testing.T, span []byte, cut uint8) {
+		v := gjson.ParseBytes(span)
+		if !v.IsArray() {
+			return
+		}
+		span = span[v.Index : v.Index+len(v.Raw)]
+		fl, ok := cutArray(span, gjson.ParseBytes(span))
+		if !ok {
+			return
+		}
+		for _, s := range [][]byte{span, span[:int(cut)%len(span)], append(bytes.Clone(span), ' '), append([]byte{' '}, span...)} {
+			if got, want := rebuilds(fl, s), bytes.Equal(joinArray(nil, fl, fl.data), s); got != want {
+				t.Fatalf("rebuilds(%q) = %v, joinArray says %v", s, got, want)
+			}
 		}
 	})
 }

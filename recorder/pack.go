@@ -3,6 +3,7 @@ package recorder
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/klauspost/compress/zstd"
@@ -44,15 +45,24 @@ func Pack(dst, docBytes []byte, blocks []Block) []byte {
 	for _, b := range blocks {
 		size += len(b.Data) + 24
 	}
-	w := wbuf{b: make([]byte, 0, size)}
+	pb := packBufs.Get().(*[]byte)
+	w := wbuf{b: slices.Grow((*pb)[:0], size)}
 	w.bytes(docBytes)
 	w.uvarint(uint64(len(blocks)))
 	for _, b := range blocks {
 		w.hash(b.Hash)
 		w.bytes(b.Data)
 	}
-	return zenc().EncodeAll(w.b, dst)
+	dst = zenc().EncodeAll(w.b, dst)
+	if cap(w.b) <= 1<<20 { // a huge one goes to the GC
+		*pb = w.b
+		packBufs.Put(pb)
+	}
+	return dst
 }
+
+// packBufs recycles Pack's uncompressed staging buffers.
+var packBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 // Unpack reverses [Pack]. The returned slices alias one fresh buffer.
 // Blocks whose bytes do not match their hash are rejected.
