@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/orchard-rl/orchard/internal/jsonscan"
 )
 
 // choices assembles chat.completion.chunk and text_completion streams: both
@@ -46,7 +48,7 @@ func (c *choices) event(_ string, data []byte) {
 		return
 	}
 	c.tpl.reset()
-	if !valid(data) && !gjson.ValidBytes(data) {
+	if !jsonscan.Valid(data) && !gjson.ValidBytes(data) {
 		c.errs = append(c.errs, "malformed chunk "+itoa(c.nChunks))
 		return
 	}

@@ -3,7 +3,7 @@ package assemble
 import (
 	"unsafe"
 
-	"github.com/tidwall/gjson"
+	"github.com/orchard-rl/orchard/internal/jsonscan"
 )
 
 // A stream's chunks mostly repeat the previous chunk byte for byte except
@@ -118,24 +118,15 @@ func (t *template) match(data []byte) bool {
 			return false
 		}
 		at += len(seg)
-		if at >= len(data) || !sameKind(data[at], t.data[h.start]) {
+		if at >= len(data) || !jsonscan.SameKind(data[at], t.data[h.start]) {
 			return false
 		}
-		end, ok := validValue(data, at, 0)
+		end, ok := jsonscan.ValidValue(data, at)
 		if !ok {
 			return false
 		}
-		t.vals = append(t.vals, val{raw: data[at:end], Type: typeOf(data[at])})
+		t.vals = append(t.vals, val{raw: data[at:end], Type: jsonscan.TypeOf(data[at])})
 		at, from = end, h.end
 	}
 	return string(data[at:]) == string(t.data[from:])
-}
-
-// sameKind reports whether two values starting with a and b are of the same
-// JSON kind (string, number, object, array, or the same literal).
-func sameKind(a, b byte) bool {
-	if a == b {
-		return true
-	}
-	return typeOf(a) == gjson.Number && typeOf(b) == gjson.Number
 }

@@ -6,6 +6,8 @@ import (
 	"unsafe"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/orchard-rl/orchard/internal/jsonscan"
 )
 
 // val is a JSON value inside a chunk that is already known to be valid. It
@@ -33,23 +35,7 @@ func valOf(raw []byte) val {
 	if len(raw) == 0 {
 		return val{}
 	}
-	return val{raw: raw, Type: typeOf(raw[0])}
-}
-
-func typeOf(c byte) gjson.Type {
-	switch c {
-	case '"':
-		return gjson.String
-	case '{', '[':
-		return gjson.JSON
-	case 't':
-		return gjson.True
-	case 'f':
-		return gjson.False
-	case 'n':
-		return gjson.Null
-	}
-	return gjson.Number
+	return val{raw: raw, Type: jsonscan.TypeOf(raw[0])}
 }
 
 // IsObject and IsArray report the kind of a JSON container.
@@ -178,89 +164,24 @@ func (v val) ForEach(fn func(k, e val) bool) {
 	obj := b[0] == '{'
 	i := 1
 	for pos := 0; ; pos++ {
-		i = skipSpace(b, i)
+		i = jsonscan.SkipSpace(b, i)
 		if i < len(b) && b[i] == ',' {
-			i = skipSpace(b, i+1)
+			i = jsonscan.SkipSpace(b, i+1)
 		}
 		if i >= len(b) || b[i] == '}' || b[i] == ']' {
 			return
 		}
 		k := val{Type: gjson.Number, pos: pos}
 		if obj {
-			ke := skipString(b, i)
+			ke := jsonscan.SkipString(b, i)
 			k = val{raw: b[i:ke], Type: gjson.String}
-			i = skipSpace(b, ke) + 1 // the colon
-			i = skipSpace(b, i)
+			i = jsonscan.SkipSpace(b, ke) + 1 // the colon
+			i = jsonscan.SkipSpace(b, i)
 		}
-		ve := skipValue(b, i)
-		if !fn(k, val{raw: b[i:ve], Type: typeOf(b[i])}) {
+		ve := jsonscan.SkipValue(b, i)
+		if !fn(k, val{raw: b[i:ve], Type: jsonscan.TypeOf(b[i])}) {
 			return
 		}
 		i = ve
 	}
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipString returns the end of the string starting at b[i] (after its
-// closing quote).
-func skipString(b []byte, i int) int {
-	i++
-	for {
-		j := bytes.IndexByte(b[i:], '"')
-		if j < 0 {
-			return len(b)
-		}
-		i += j
-		// The quote is escaped if an odd number of backslashes precede it.
-		n := 0
-		for k := i - 1; k >= 0 && b[k] == '\\'; k-- {
-			n++
-		}
-		i++
-		if n%2 == 0 {
-			return i
-		}
-	}
-}
-
-// skipValue returns the end of the valid value starting at b[i].
-func skipValue(b []byte, i int) int {
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for i < len(b) {
-			switch b[i] {
-			case '"':
-				i = skipString(b, i)
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
-			}
-			i++
-		}
-		return len(b)
-	}
-	for i < len(b) {
-		switch c := b[i]; {
-		case c >= '0' && c <= '9', c == '-', c == '+', c == '.', c == 'e', c == 'E',
-			c >= 'a' && c <= 'z': // true, false, null
-			i++
-		default:
-			return i
-		}
-	}
-	return i
 }

@@ -1,13 +1,13 @@
-package assemble
+package jsonscan
 
-// valid reports whether b is one JSON value (with optional surrounding
+// Valid reports whether b is one JSON value (with optional surrounding
 // space) by the grammar of RFC 8259. It accepts nothing gjson.ValidBytes
 // rejects (a fuzz test holds it to that) and is cheaper: chunks pass here
 // once each, and the rare document it rejects is asked of gjson again.
-func valid(b []byte) bool {
-	i := skipSpace(b, 0)
+func Valid(b []byte) bool {
+	i := SkipSpace(b, 0)
 	i, ok := validValue(b, i, 0)
-	return ok && skipSpace(b, i) == len(b)
+	return ok && SkipSpace(b, i) == len(b)
 }
 
 // maxDepth bounds nesting so that a hostile chunk cannot grow the stack
@@ -45,7 +45,7 @@ func literal(b []byte, i int, lit string) (int, bool) {
 }
 
 func validObject(b []byte, i, depth int) (int, bool) {
-	i = skipSpace(b, i+1)
+	i = SkipSpace(b, i+1)
 	if i < len(b) && b[i] == '}' {
 		return i + 1, true
 	}
@@ -57,14 +57,14 @@ func validObject(b []byte, i, depth int) (int, bool) {
 		if i, ok = validString(b, i); !ok {
 			return i, false
 		}
-		i = skipSpace(b, i)
+		i = SkipSpace(b, i)
 		if i >= len(b) || b[i] != ':' {
 			return i, false
 		}
-		if i, ok = validValue(b, skipSpace(b, i+1), depth); !ok {
+		if i, ok = validValue(b, SkipSpace(b, i+1), depth); !ok {
 			return i, false
 		}
-		i = skipSpace(b, i)
+		i = SkipSpace(b, i)
 		switch {
 		case i >= len(b):
 			return i, false
@@ -73,12 +73,12 @@ func validObject(b []byte, i, depth int) (int, bool) {
 		case b[i] != ',':
 			return i, false
 		}
-		i = skipSpace(b, i+1)
+		i = SkipSpace(b, i+1)
 	}
 }
 
 func validArray(b []byte, i, depth int) (int, bool) {
-	i = skipSpace(b, i+1)
+	i = SkipSpace(b, i+1)
 	if i < len(b) && b[i] == ']' {
 		return i + 1, true
 	}
@@ -87,7 +87,7 @@ func validArray(b []byte, i, depth int) (int, bool) {
 		if i, ok = validValue(b, i, depth); !ok {
 			return i, false
 		}
-		i = skipSpace(b, i)
+		i = SkipSpace(b, i)
 		switch {
 		case i >= len(b):
 			return i, false
@@ -96,7 +96,7 @@ func validArray(b []byte, i, depth int) (int, bool) {
 		case b[i] != ',':
 			return i, false
 		}
-		i = skipSpace(b, i+1)
+		i = SkipSpace(b, i+1)
 	}
 }
 
@@ -177,3 +177,7 @@ func digits(b []byte, i int) int {
 	}
 	return i
 }
+
+// ValidValue reports whether a valid JSON value starts at b[i], and where it
+// ends.
+func ValidValue(b []byte, i int) (end int, ok bool) { return validValue(b, i, 0) }

@@ -1,0 +1,72 @@
+package jsonscan
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+var validCases = []struct {
+	in   string
+	want bool
+}{
+	{`{"a":[1,-2.5e+3,true,false,null,"x\"y\u00e9"],"b":{}}`, true},
+	{` [ ] `, true},
+	{`"\ud83d\ude00"`, true},
+	{`{"a":1,}`, false},
+	{`[01]`, false},
+	{`"a` + "\n" + `b"`, false},
+	{`{"a" 1}`, false},
+	{`[1.]`, false},
+	{`tru`, false},
+	{`"\x"`, false},
+	{`{"a":1}{"b":2}`, false},
+	{``, false},
+}
+
+func TestValid(t *testing.T) {
+	t.Parallel()
+	for _, tc := range validCases {
+		if got := Valid([]byte(tc.in)); got != tc.want {
+			t.Errorf("Valid(%q) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}
+
+// FuzzValid holds Valid to the promise its callers rely on: it accepts
+// nothing gjson or encoding/json reject, so a chunk it passes is walked
+// safely; and ValidValue's end is where SkipValue ends.
+func FuzzValid(f *testing.F) {
+	for _, tc := range validCases {
+		f.Add([]byte(tc.in))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if Valid(b) {
+			if !gjson.ValidBytes(b) || !json.Valid(b) {
+				t.Fatalf("Valid(%q) but gjson %v, encoding/json %v", b, gjson.ValidBytes(b), json.Valid(b))
+			}
+			i := SkipSpace(b, 0)
+			end, ok := ValidValue(b, i)
+			if !ok || SkipValue(b, i) != end || SkipSpace(b, end) != len(b) {
+				t.Fatalf("%q: ValidValue end %d %v, SkipValue end %d", b, end, ok, SkipValue(b, i))
+			}
+		}
+	})
+}
+
+func TestStringValues(t *testing.T) {
+	t.Parallel()
+	doc := []byte(`{"a":"x","b":["y",{"c":"z\"","d":1}],"e":{"f":"w"}}`)
+	var got []string
+	StringValues(doc, func(s, e int) { got = append(got, string(doc[s:e])) })
+	want := []string{`"x"`, `"y"`, `"z\""`, `"w"`}
+	if len(got) != len(want) {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("got %q, want %q", got, want)
+		}
+	}
+}
