@@ -52,6 +52,7 @@ type stripper struct {
 	off   int
 	err   error
 	pass  bool
+	tpl   stripTemplate
 }
 
 // strippers recycles a stripper's buffers (read buffer, output, framer)
@@ -80,7 +81,7 @@ func (s *stripper) Read(p []byte) (int, error) {
 			if !s.pass {
 				if err == io.EOF {
 					for ev := s.f.Flush(); ev != nil; ev = s.f.Flush() {
-						s.out = s.rules.apply(s.out, ev)
+						s.out = s.event(s.out, ev)
 					}
 				}
 				// An unterminated tail goes out as received.
@@ -106,7 +107,7 @@ func (s *stripper) feed(p []byte) {
 		return
 	}
 	for ev := s.f.Next(); ev != nil; ev = s.f.Next() {
-		s.out = s.rules.apply(s.out, ev)
+		s.out = s.event(s.out, ev)
 	}
 }
 
@@ -115,9 +116,33 @@ func (s *stripper) feed(p []byte) {
 func (s *stripper) Close() error {
 	err := s.src.Close()
 	s.f.Rest()
-	*s = stripper{f: s.f, buf: s.buf, out: s.out[:0]}
+	*s = stripper{f: s.f, buf: s.buf, out: s.out[:0], tpl: stripTemplate{data: s.tpl.data[:0], holes: s.tpl.holes[:0]}}
 	strippers.Put(s)
 	return err
+}
+
+// event appends ev to dst with the injected fields removed: through the
+// template when ev repeats the last chunk outside the values it nulls, else
+// by looking the fields up (and making ev the template if it can be one).
+func (s *stripper) event(dst, ev []byte) []byte {
+	start, end := dataJSON(ev)
+	if start < 0 {
+		return append(dst, ev...)
+	}
+	base := len(dst)
+	dst = append(dst, ev[:start]...)
+	if out, ok := s.tpl.apply(dst, ev[start:end]); ok {
+		return append(out, ev[end:]...)
+	}
+	data := ev[start:end]
+	edits, drop := s.rules.plan(data, true)
+	if drop {
+		s.tpl.ok = false
+		return dst[:base] // the usage-only chunk the client did not ask for
+	}
+	s.tpl.keep(data, edits)
+	dst = appendEdited(dst, data, edits)
+	return append(dst, ev[end:]...)
 }
 
 // apply appends ev to dst with the injected fields removed.
@@ -142,23 +167,33 @@ func (r stripRules) rewrite(data []byte, chunk bool) ([]byte, bool) {
 
 // appendRewritten appends data with the injected fields removed to dst.
 func (r stripRules) appendRewritten(dst, data []byte, chunk bool) ([]byte, bool) {
+	edits, drop := r.plan(data, chunk)
+	if drop {
+		return dst, true
+	}
+	return appendEdited(dst, data, edits), false
+}
+
+// plan finds the edits that remove the injected fields from data, or
+// reports that the whole chunk is to be dropped.
+func (r stripRules) plan(data []byte, chunk bool) ([]edit, bool) {
+	var edits []edit
 	if r.usage && chunk {
 		u := gjson.GetBytes(data, "usage")
 		switch {
 		case !u.Exists():
 		case u.Type == gjson.Null:
 			if r.nullUsage {
-				data = del(data, "usage")
+				edits = append(edits, edit{at: -1, path: "usage"})
 			}
 		case gjson.GetBytes(data, "choices.#").Int() == 0:
-			return dst, true
+			return nil, true
 		}
 	}
 	if len(r.fields) == 0 {
-		return append(dst, data...), false
+		return edits, false
 	}
 	n := int(gjson.GetBytes(data, "choices.#").Int())
-	var edits []edit
 	for _, f := range r.fields {
 		if !f.perChoice {
 			edits = f.find(data, f.name, edits)
@@ -168,7 +203,7 @@ func (r stripRules) appendRewritten(dst, data []byte, chunk bool) ([]byte, bool)
 			edits = f.find(data, "choices."+strconv.Itoa(i)+"."+f.name, edits)
 		}
 	}
-	return appendEdited(dst, data, edits), false
+	return edits, false
 }
 
 // edit replaces data[at:at+n] with null, or deletes the key at path.
@@ -234,9 +269,12 @@ func del(data []byte, path string) []byte {
 
 // dataJSON finds the JSON object of a single-line `data:` event, or -1.
 func dataJSON(ev []byte) (int, int) {
-	i := bytes.Index(ev, []byte("data:"))
-	if i < 0 || (i > 0 && ev[i-1] != '\n' && ev[i-1] != '\r') {
-		return -1, -1
+	i := 0 // the usual event is one data line
+	if !bytes.HasPrefix(ev, []byte("data:")) {
+		i = bytes.Index(ev, []byte("data:"))
+		if i < 0 || (i > 0 && ev[i-1] != '\n' && ev[i-1] != '\r') {
+			return -1, -1
+		}
 	}
 	start := i + 5
 	for start < len(ev) && ev[start] == ' ' {
@@ -245,7 +283,10 @@ func dataJSON(ev []byte) (int, int) {
 	if start >= len(ev) || ev[start] != '{' {
 		return -1, -1
 	}
-	end := bytes.IndexAny(ev[start:], "\r\n")
+	end := bytes.IndexByte(ev[start:], '\n')
+	if r := bytes.IndexByte(ev[start:], '\r'); r >= 0 && (end < 0 || r < end) {
+		end = r
+	}
 	if end < 0 {
 		end = len(ev)
 	} else {

@@ -1,0 +1,126 @@
+package proxy
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// TestStripTemplate strips generated vLLM-style streams (chunks that repeat
+// the previous one with token ids, logprobs and text changed, mixed with
+// fresh chunks, usage chunks, null and missing fields, several choices)
+// through a stripper, which uses templates, and event by event through the
+// rules' lookups, which do not: the bytes must be identical.
+func TestStripTemplate(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(7, 9))
+	ruleSets := []stripRules{
+		{fields: []fieldRule{{name: "prompt_token_ids"}, {name: "token_ids", perChoice: true}, {name: "logprobs", perChoice: true}}},
+		{usage: true, fields: []fieldRule{{name: "prompt_token_ids"}, {name: "token_ids", perChoice: true}}},
+		{usage: true, nullUsage: true},
+		{fields: []fieldRule{{name: "token_ids", perChoice: true, remove: true}}},
+	}
+	replayed := 0
+	for n := range 3000 {
+		body := genStream(r)
+		for ri, rules := range ruleSets {
+			var want []byte
+			for _, ev := range splitEvents(body) {
+				want = rules.apply(want, ev)
+			}
+			s := newStripper(io.NopCloser(&pieceReader{b: body, r: r}), rules)
+			got, err := io.ReadAll(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.tpl.ok {
+				replayed++
+			}
+			s.Close()
+			if !bytes.Equal(got, want) {
+				t.Fatalf("case %d rules %d:\n%s\ngot\n%s\nwant\n%s", n, ri, body, got, want)
+			}
+		}
+	}
+	if replayed < 1000 {
+		t.Fatalf("only %d streams ended on a template: the test no longer exercises it", replayed)
+	}
+}
+
+// pieceReader returns b in random pieces, so events arrive split.
+type pieceReader struct {
+	b []byte
+	r *rand.Rand
+}
+
+func (p *pieceReader) Read(out []byte) (int, error) {
+	if len(p.b) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(out[:min(len(out), 1+p.r.IntN(700))], p.b)
+	p.b = p.b[n:]
+	return n, nil
+}
+
+func splitEvents(body []byte) [][]byte {
+	var out [][]byte
+	for _, ev := range bytes.SplitAfter(body, []byte("\n\n")) {
+		if len(ev) > 0 {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+func genStream(r *rand.Rand) []byte {
+	pick := func(xs ...string) string { return xs[r.IntN(len(xs))] }
+	choice := func(i int) string {
+		m := []string{fmt.Sprintf(`"index":%d`, i), `"delta":{"content":` + pick(`"a"`, `"tok"`, `"b\"c"`) + `}`}
+		if r.IntN(4) > 0 {
+			m = append(m, `"logprobs":`+pick("null", `{"content":[{"token":"a","logprob":-1}]}`, `{"content":[]}`))
+		}
+		if r.IntN(4) > 0 {
+			m = append(m, `"token_ids":`+pick("[1]", "[2,3]", "null", "[]", `"x"`, "7"))
+		}
+		m = append(m, `"finish_reason":`+pick("null", "null", "null", `"stop"`))
+		r.Shuffle(len(m), func(a, b int) { m[a], m[b] = m[b], m[a] })
+		return "{" + strings.Join(m, ",") + "}"
+	}
+	chunk := func() string {
+		var chs []string
+		for i := range r.IntN(3) {
+			chs = append(chs, choice(i))
+		}
+		m := []string{`"id":"c1"`, `"object":"chat.completion.chunk"`, `"choices":[` + strings.Join(chs, ",") + `]`}
+		switch r.IntN(6) {
+		case 0:
+			m = append(m, `"usage":null`)
+		case 1:
+			m = append(m, `"usage":{"completion_tokens":3}`)
+		}
+		if r.IntN(5) == 0 {
+			m = append(m, `"prompt_token_ids":`+pick("[1,2]", "null"))
+		}
+		return "{" + strings.Join(m, ",") + "}"
+	}
+	var b strings.Builder
+	prev := ""
+	for range 1 + r.IntN(12) {
+		c := chunk()
+		if prev != "" && r.IntN(3) > 0 {
+			c = prev
+			for _, rep := range [][2]string{{"[1]", pick("[1]", "[9]", "[4,5]", "null", "[]")}, {"-1", pick("-1", "-2.5", "1e999")}, {`"tok"`, pick(`"tok"`, `"x"`)}, {"[2,3]", pick("[2,3]", "[8]", `"s"`)}} {
+				if r.IntN(2) == 0 {
+					c = strings.Replace(c, rep[0], rep[1], 1)
+				}
+			}
+		}
+		prev = c
+		b.WriteString("data: " + c + "\n\n")
+	}
+	b.WriteString("data: [DONE]\n\n")
+	return []byte(b.String())
+}
