@@ -12,7 +12,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"github.com/orchard-rl/orchard/envd"
 )
@@ -20,55 +19,25 @@ import (
 // execution is one command started by the agent and the log of its
 // events, kept after it ends so that clients can reattach.
 type execution struct {
-	id       string
-	maxBytes int64
-	started  time.Time
+	id      string
+	started time.Time
+	doneCh  chan struct{} // closed by finish
 
-	mu        sync.Mutex // guards following
-	events    []envd.Event
-	outBytes  int64
-	truncated bool
-	done      bool
-	result    envd.ExecResult
-	notify    chan struct{} // closed and replaced on every append
-	doneCh    chan struct{} // closed by finish
+	mu        sync.Mutex // guards following, and the log's contents
+	log       *envd.ExecLog
 	kill      func(reason string)
 	killCause string
 }
 
 func newExecution(id string, maxBytes int64) *execution {
-	return &execution{id: id, maxBytes: maxBytes, started: time.Now(), notify: make(chan struct{}), doneCh: make(chan struct{})}
+	return &execution{id: id, started: time.Now(), doneCh: make(chan struct{}), log: envd.NewExecLog(id, maxBytes)}
 }
 
-// appendLocked stores ev with the next sequence number and wakes readers.
-func (x *execution) appendLocked(ev envd.Event) {
-	ev.Seq = int64(len(x.events)) + 1
-	ev.ExecID = x.id
-	x.events = append(x.events, ev)
-	close(x.notify)
-	x.notify = make(chan struct{})
-}
-
-// output stores one chunk of stdout or stderr, dropping what exceeds the
-// output cap and remembering that it did.
+// output stores one chunk of stdout or stderr, up to the output cap.
 func (x *execution) output(typ string, p []byte) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if room := x.maxBytes - x.outBytes; int64(len(p)) > room {
-		x.truncated = true
-		p = p[:max(room, 0)]
-	}
-	if len(p) == 0 {
-		return
-	}
-	x.outBytes += int64(len(p))
-	ev := envd.Event{Type: typ}
-	if utf8.Valid(p) {
-		ev.Data = string(p)
-	} else {
-		ev.DataB64 = append([]byte(nil), p...)
-	}
-	x.appendLocked(ev)
+	x.log.Output(typ, p)
 }
 
 // since returns the stored events after seq, whether the exec has ended,
@@ -76,20 +45,14 @@ func (x *execution) output(typ string, p []byte) {
 func (x *execution) since(seq int64) ([]envd.Event, bool, <-chan struct{}) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	seq = min(max(seq, 0), int64(len(x.events)))
-	return x.events[seq:], x.done, x.notify
+	return x.log.Since(seq)
 }
 
 // finish records the result, appends the end event and wakes readers.
 func (x *execution) finish(res envd.ExecResult) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	res.ExecID = x.id
-	res.Truncated = x.truncated
-	x.result = res
-	x.done = true
-	r := res
-	x.appendLocked(envd.Event{Type: envd.EventEnd, Result: &r})
+	x.log.Finish(res)
 	close(x.doneCh)
 }
 
@@ -98,27 +61,7 @@ func (x *execution) finish(res envd.ExecResult) {
 func (x *execution) fullResult() (envd.ExecResult, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if !x.done {
-		return envd.ExecResult{ExecID: x.id, Running: true}, false
-	}
-	var out, errb strings.Builder
-	for _, ev := range x.events {
-		switch ev.Type {
-		case envd.EventStdout:
-			out.Write(ev.Bytes())
-		case envd.EventStderr:
-			errb.Write(ev.Bytes())
-		}
-	}
-	res := x.result
-	res.Stdout, res.Stderr = out.String(), errb.String()
-	if !utf8.ValidString(res.Stdout) {
-		res.StdoutB64 = []byte(res.Stdout)
-	}
-	if !utf8.ValidString(res.Stderr) {
-		res.StderrB64 = []byte(res.Stderr)
-	}
-	return res, true
+	return x.log.Result()
 }
 
 // stop kills the exec's process tree once, recording why.
@@ -207,7 +150,7 @@ func (s *Server) start(req *envd.ExecRequest) (*execution, error) {
 	// and their writes wait here, so the start event is always first.
 	x.mu.Lock()
 	if err := cmd.Start(); err != nil {
-		x.appendLocked(envd.Event{Type: envd.EventStart})
+		x.log.Append(envd.Event{Type: envd.EventStart})
 		x.mu.Unlock()
 		x.finish(envd.ExecResult{ExitCode: 127, Error: fmt.Sprintf("start %s: %v", args[0], err)})
 		s.register(x)
@@ -215,7 +158,7 @@ func (s *Server) start(req *envd.ExecRequest) (*execution, error) {
 	}
 	pid := cmd.Process.Pid
 	x.kill = func(string) { killTree(pid) }
-	x.appendLocked(envd.Event{Type: envd.EventStart, PID: pid})
+	x.log.Append(envd.Event{Type: envd.EventStart, PID: pid})
 	x.mu.Unlock()
 	s.register(x)
 	s.wg.Add(1)

@@ -154,20 +154,16 @@ func (st *Stream) read() (envd.Event, error) {
 // Wait reads the stream to its end and returns the result, with stdout
 // and stderr collected from the events.
 func (st *Stream) Wait() (*envd.ExecResult, error) {
-	var out, errb strings.Builder
+	var out envd.ExecOutput
 	for {
 		ev, err := st.Next()
 		if err != nil {
 			return nil, err
 		}
-		switch ev.Type {
-		case envd.EventStdout:
-			out.Write(ev.Bytes())
-		case envd.EventStderr:
-			errb.Write(ev.Bytes())
-		case envd.EventEnd:
+		out.Add(ev)
+		if ev.Type == envd.EventEnd {
 			res := *ev.Result
-			res.Stdout, res.Stderr = out.String(), errb.String()
+			res.Stdout, res.Stderr = out.Strings()
 			return &res, nil
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/orchard-rl/orchard/envd"
 )
@@ -25,28 +24,15 @@ type execLog struct {
 	argv0   string
 	started time.Time
 
-	mu        sync.Mutex // guards following
-	events    []envd.Event
-	held      []byte // stderr before the command started: the wrapper's
-	outBytes  int64
-	truncated bool
-	pidv      int  // the command's PID, once running
-	running   bool // the wrapper printed its PID
-	done      bool
-	notify    chan struct{} // closed and replaced on every append
+	mu      sync.Mutex // guards following, and the log's contents
+	log     *envd.ExecLog
+	held    []byte // stderr before the command started: the wrapper's
+	pidv    int    // the command's PID, once running
+	running bool   // the wrapper printed its PID
 }
 
 func newExecLog(id, argv0 string) *execLog {
-	return &execLog{id: id, argv0: argv0, started: time.Now(), notify: make(chan struct{})}
-}
-
-// appendLocked stores ev with the next sequence number and wakes readers.
-func (x *execLog) appendLocked(ev envd.Event) {
-	ev.Seq = int64(len(x.events)) + 1
-	ev.ExecID = x.id
-	x.events = append(x.events, ev)
-	close(x.notify)
-	x.notify = make(chan struct{})
+	return &execLog{id: id, argv0: argv0, started: time.Now(), log: envd.NewExecLog(id, maxExecOutput)}
 }
 
 // start records that the command runs as pid: the start event comes
@@ -54,12 +40,12 @@ func (x *execLog) appendLocked(ev envd.Event) {
 func (x *execLog) start(pid int) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if x.running || x.done {
+	if x.running || x.log.Done() {
 		return
 	}
 	x.running, x.pidv = true, pid
-	x.appendLocked(envd.Event{Type: envd.EventStart, PID: pid})
-	x.outputLocked(envd.EventStderr, x.held)
+	x.log.Append(envd.Event{Type: envd.EventStart, PID: pid})
+	x.log.Output(envd.EventStderr, x.held)
 	x.held = nil
 }
 
@@ -70,38 +56,19 @@ func (x *execLog) pid() int {
 	return x.pidv
 }
 
-// output stores one chunk of stdout or stderr. Stderr before the start is
-// held back: it is the wrapper's, not the command's.
+// output stores one chunk of stdout or stderr, up to the output cap.
+// Stderr before the start is held back: it is the wrapper's, not the
+// command's.
 func (x *execLog) output(typ string, p []byte) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	switch {
-	case x.done:
+	case x.log.Done():
 	case !x.running && typ == envd.EventStderr:
 		x.held = append(x.held, p[:min(len(p), maxHeldStderr-len(x.held))]...)
 	default:
-		x.outputLocked(typ, p)
+		x.log.Output(typ, p)
 	}
-}
-
-// outputLocked stores p, dropping what exceeds the output cap and
-// remembering that it did.
-func (x *execLog) outputLocked(typ string, p []byte) {
-	if room := maxExecOutput - x.outBytes; int64(len(p)) > room {
-		x.truncated = true
-		p = p[:max(room, 0)]
-	}
-	if len(p) == 0 {
-		return
-	}
-	x.outBytes += int64(len(p))
-	ev := envd.Event{Type: typ}
-	if utf8.Valid(p) {
-		ev.Data = string(p)
-	} else {
-		ev.DataB64 = append([]byte(nil), p...)
-	}
-	x.appendLocked(ev)
 }
 
 // finish records the result and appends the end event. A command that
@@ -110,11 +77,11 @@ func (x *execLog) outputLocked(typ string, p []byte) {
 func (x *execLog) finish(res envd.ExecResult) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if x.done {
+	if x.log.Done() {
 		return
 	}
 	if !x.running {
-		x.appendLocked(envd.Event{Type: envd.EventStart})
+		x.log.Append(envd.Event{Type: envd.EventStart})
 		why := strings.TrimSpace(string(x.held))
 		if why == "" {
 			why = cmp.Or(res.Error, "the exec wrapper printed no PID")
@@ -124,10 +91,8 @@ func (x *execLog) finish(res envd.ExecResult) {
 			res.ExitCode = 127
 		}
 	}
-	res.ExecID, res.Truncated = x.id, x.truncated
 	res.DurationMS = float64(time.Since(x.started).Microseconds()) / 1000
-	x.done = true
-	x.appendLocked(envd.Event{Type: envd.EventEnd, Result: &res})
+	x.log.Finish(res)
 }
 
 // since returns the stored events after seq and a channel closed on the
@@ -135,8 +100,8 @@ func (x *execLog) finish(res envd.ExecResult) {
 func (x *execLog) since(seq int64) ([]envd.Event, <-chan struct{}) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	seq = min(max(seq, 0), int64(len(x.events)))
-	return x.events[seq:], x.notify
+	evs, _, more := x.log.Since(seq)
+	return evs, more
 }
 
 // result returns the end result with stdout and stderr joined from the
@@ -144,24 +109,6 @@ func (x *execLog) since(seq int64) ([]envd.Event, <-chan struct{}) {
 func (x *execLog) result() envd.ExecResult {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	var res envd.ExecResult
-	var out, errb strings.Builder
-	for _, ev := range x.events {
-		switch ev.Type {
-		case envd.EventStdout:
-			out.Write(ev.Bytes())
-		case envd.EventStderr:
-			errb.Write(ev.Bytes())
-		case envd.EventEnd:
-			res = *ev.Result
-		}
-	}
-	res.Stdout, res.Stderr = out.String(), errb.String()
-	if !utf8.ValidString(res.Stdout) {
-		res.StdoutB64 = []byte(res.Stdout)
-	}
-	if !utf8.ValidString(res.Stderr) {
-		res.StderrB64 = []byte(res.Stderr)
-	}
+	res, _ := x.log.Result()
 	return res
 }
