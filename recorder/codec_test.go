@@ -216,3 +216,44 @@ func TestPackHighlyCompressible(t *testing.T) {
 		t.Fatalf("UnmarshalCall of %d packed bytes: %v", len(b), err)
 	}
 }
+
+// TestCodecTokensInterleaved interleaves three threads (a main loop and two
+// subagents) whose prompts each continue their own thread's previous call:
+// with token ids kept only for the last calls, a call whose base is older
+// stores its whole prompt, and every call must still decode exactly, also
+// after the encoder is rebuilt from storage midway.
+func TestCodecTokensInterleaved(t *testing.T) {
+	threads := [3][]*Call{growingEpisode(12, 800), growingEpisode(12, 600), growingEpisode(12, 700)}
+	var calls []*Call
+	for i := range 12 {
+		for th := range threads {
+			c := *threads[th][i]
+			c.CallID = fmt.Sprintf("call-%02d-%d", i, th)
+			calls = append(calls, &c)
+		}
+	}
+	var s storedEpisode
+	enc := NewEpisodeEncoder(true)
+	for _, c := range calls[:18] {
+		s.write(t, enc, c)
+	}
+	enc = NewEpisodeEncoder(true)
+	for _, u := range s.units {
+		d, _, err := Unpack(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := enc.Observe(d); err != nil {
+			t.Fatalf("Observe: %v", err)
+		}
+	}
+	for _, c := range calls[18:] {
+		s.write(t, enc, c)
+	}
+	assertSameCalls(t, s.read(t), calls)
+	for id, r := range enc.hist.byID {
+		if r.toks != nil && id != enc.hist.order[len(enc.hist.order)-1] && id != enc.hist.order[len(enc.hist.order)-2] {
+			t.Errorf("call %s still holds %d token ids", id, len(r.toks))
+		}
+	}
+}

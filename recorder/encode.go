@@ -10,6 +10,10 @@ import (
 // only cost one full ref list each time they resume.
 const encoderWindow = 16
 
+// tokenWindow is how many of the latest calls keep their token ids and
+// body layouts in an encoder (see remember).
+const tokenWindow = 2
+
 // EpisodeEncoder turns the calls of one episode into call documents and
 // blocks. With dedup on, a call's large top-level values become
 // content-addressed blocks shared within the episode, and each array
@@ -207,6 +211,18 @@ func (e *EpisodeEncoder) remember(id string, d *doc, t *Tokens, mm metaMap) {
 	}
 	e.hist.add(id, r)
 	e.hist.trim(encoderWindow)
+	// Token ids are kept only for the last tokenWindow calls: a prompt
+	// of thousands of ids per remembered call made token-id recording cost
+	// hundreds of MB over a thousand episodes, and an agent's next prompt
+	// continues the previous call. An older base still deduplicates blocks;
+	// its token delta starts at 0 (the whole prompt is stored).
+	// Layouts go the same way: a response's skeleton holds whatever is not
+	// split into blocks (vLLM's prompt_token_ids among it), and an older
+	// base only loses the bodySame shortcut.
+	for i := 0; i < len(e.hist.order)-tokenWindow; i++ {
+		r := e.hist.byID[e.hist.order[i]]
+		r.toks, r.layouts = nil, [2][]byte{}
+	}
 }
 
 func arrayRefs(fs []field) map[string][]BlockHash {

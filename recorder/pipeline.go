@@ -26,13 +26,17 @@ type PipelineOptions struct {
 	SpillDir string
 	// QueueSize is the capacity of the in-memory queue. Default 4096.
 	QueueSize int
-	// BatchSize is the most calls per store write. Default 64.
+	// BatchSize is how many queued calls start a store write at once (else
+	// BatchDelay does). Calls that queue up while a write is in flight go
+	// in writes of at most 4*BatchSize. Default 64.
 	BatchSize int
 	// BatchDelay is how long a partial batch waits for more calls. Default 10ms.
 	BatchDelay time.Duration
 	// SlowAfter is how long a store write may run before its calls (and all
 	// that follow until the spill is replayed) also go to the spill file,
-	// so that a hung store cannot hold records only in memory. Default 500ms.
+	// so that a hung store cannot hold records only in memory. Default 2s:
+	// with the CPU saturated (256 streams on 2 cores) a healthy write of a
+	// few hundred calls took over 500ms, and spilling then made it worse.
 	SlowAfter time.Duration
 	// WriteTimeout is the deadline of one store write. Default 10s.
 	WriteTimeout time.Duration
@@ -61,7 +65,7 @@ func (o *PipelineOptions) setDefaults() {
 		o.BatchSize = 64
 	}
 	def(&o.BatchDelay, 10*time.Millisecond)
-	def(&o.SlowAfter, 500*time.Millisecond)
+	def(&o.SlowAfter, 2*time.Second)
 	def(&o.WriteTimeout, 10*time.Second)
 	def(&o.RetryInterval, time.Second)
 	def(&o.SyncInterval, 100*time.Millisecond)

@@ -101,11 +101,21 @@ func (l *writerLoop) flush() {
 		l.batch = nil
 		return
 	}
-	l.start(&flight{calls: l.batch})
-	l.batch = nil
-	l.batchC = nil
-	l.batchT.Stop()
+	// Calls that queued up while a write was in flight go in writes of at
+	// most flightMax: one unbounded write of a backlog took long enough to
+	// trip SlowAfter, which sent everything through the spill file.
+	n := min(len(l.batch), l.flightMax())
+	l.start(&flight{calls: l.batch[:n:n]})
+	l.batch = append([]*Call(nil), l.batch[n:]...)
+	if len(l.batch) == 0 {
+		l.batch = nil
+		l.batchC = nil
+		l.batchT.Stop()
+	}
 }
+
+// flightMax is the most calls one store write carries.
+func (l *writerLoop) flightMax() int { return 4 * l.p.opts.BatchSize }
 
 func (l *writerLoop) start(f *flight) {
 	l.fl = f
@@ -181,7 +191,7 @@ func (l *writerLoop) replay() {
 	if l.fl != nil {
 		return
 	}
-	calls, next, err := l.p.spill.next(l.p.opts.BatchSize)
+	calls, next, err := l.p.spill.next(l.flightMax())
 	if err != nil {
 		l.p.log.Error("read spill", "err", err)
 	}
@@ -259,7 +269,7 @@ func (l *writerLoop) drain() error {
 func (l *writerLoop) replayAtShutdown() {
 	deadline := time.Now().Add(l.p.opts.ShutdownReplay)
 	for l.p.spill.pending() && time.Now().Before(deadline) {
-		calls, next, err := l.p.spill.next(l.p.opts.BatchSize)
+		calls, next, err := l.p.spill.next(l.flightMax())
 		if err != nil {
 			l.p.log.Error("read spill at shutdown", "err", err)
 			return
