@@ -64,7 +64,11 @@ type Options struct {
 	// Registry, when set, gets the proxy's metrics and is served at /metrics.
 	Registry *prometheus.Registry
 	// LineageEpisodes bounds how many episodes keep drift-detection state
-	// in memory (least recently used go first). Default 4096.
+	// in memory (least recently used go first): a call of an episode that
+	// fell out is classified as if the episode began there. Each keeps its
+	// threads' last token ids (8 bytes each: 20 KB for a 2,500-token
+	// context), so this is the proxy's largest cache with token ids on.
+	// Default 1024, as many episodes as the stores keep dedup state for.
 	LineageEpisodes int
 
 	// IdleTimeout aborts an upstream exchange after this long without a byte
@@ -177,7 +181,7 @@ func New(opts Options) *Handler {
 		h.met = newMetrics(opts.Registry)
 	}
 	if opts.LineageEpisodes <= 0 {
-		opts.LineageEpisodes = 4096
+		opts.LineageEpisodes = 1024
 	}
 	h.lin = lineage.NewTracker(lineage.Options{MaxEpisodes: opts.LineageEpisodes})
 	h.order = newArrivals()

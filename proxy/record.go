@@ -42,6 +42,10 @@ func (h *Handler) record(x *exchange) {
 			x.resp = nil
 		}
 	}
+	// The record owns what it needs now. Drop the rest: the server and the
+	// transport can keep a connection's last request (and so x) reachable
+	// until the next one, and a stream's assembly state holds its token ids.
+	x.asm, x.reqBody, x.sent = nil, nil, nil
 	h.order.submit(x, c, h.release)
 }
 
