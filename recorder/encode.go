@@ -205,7 +205,7 @@ func (e *EpisodeEncoder) remember(id string, d *doc, t *Tokens, mm metaMap) {
 		return
 	}
 	r := &callRefs{req: arrayRefs(d.req.split.fields), resp: arrayRefs(d.resp.split.fields), meta: mm,
-		layouts: [2][]byte{d.req.layout, d.resp.layout}}
+		layouts: [2][]byte{d.req.layout, respLayout(d.resp.layout)}}
 	if t != nil {
 		r.toks = append(append(make([]int64, 0, len(t.PromptIDs)+len(t.CompletionIDs)), t.PromptIDs...), t.CompletionIDs...)
 	}
@@ -223,6 +223,17 @@ func (e *EpisodeEncoder) remember(id string, d *doc, t *Tokens, mm metaMap) {
 		r := e.hist.byID[e.hist.order[i]]
 		r.toks, r.layouts = nil, [2][]byte{}
 	}
+}
+
+// respLayout is the response layout an encoder remembers: none when it is
+// large. A response's skeleton carries its id (and with vLLM its prompt ids),
+// so it is almost never a later response's, and keeping kilobytes per call
+// for that chance cost more than the rare full layout it saves.
+func respLayout(l []byte) []byte {
+	if len(l) > 512 {
+		return nil
+	}
+	return l
 }
 
 func arrayRefs(fs []field) map[string][]BlockHash {
