@@ -69,6 +69,10 @@ type Backend struct {
 
 	mu    sync.Mutex // guards following
 	boxes map[string]*box
+	// creating holds the ids of sandboxes being created: their directories
+	// exist before they are in boxes, and a concurrent Sweep (envd's start
+	// runs one while it already serves) must not take them for orphans.
+	creating map[string]bool
 }
 
 // box is one running jail.
@@ -93,7 +97,7 @@ func New(opts Options) (*Backend, error) {
 	if out, err := exec.Command(opts.Bwrap, "--ro-bind", "/", "/", "true").CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("bubblewrap %s does not run (install the bubblewrap package): %w: %s", opts.Bwrap, err, out)
 	}
-	b := &Backend{opts: opts, boxes: map[string]*box{}}
+	b := &Backend{opts: opts, boxes: map[string]*box{}, creating: map[string]bool{}}
 	if !opts.NoUserNS {
 		b.userNS = exec.Command(opts.Bwrap, "--unshare-user", "--ro-bind", "/", "/", "true").Run() == nil
 		if !b.userNS {
@@ -175,6 +179,14 @@ func (b *Backend) Create(ctx context.Context, id string, spec *envd.Spec) (*envd
 		}
 	}
 	bx := &box{dir: filepath.Join(b.opts.StateDir, "s", id), done: make(chan struct{})}
+	b.mu.Lock()
+	b.creating[id] = true
+	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		delete(b.creating, id)
+		b.mu.Unlock()
+	}()
 	if err := os.MkdirAll(filepath.Join(bx.dir, "work"), 0o755); err != nil {
 		return nil, fmt.Errorf("create sandbox dir: %w", err)
 	}

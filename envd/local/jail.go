@@ -178,6 +178,7 @@ func (b *Backend) Sweep(_ context.Context, keep func(string) bool) (int, error) 
 		id := e.Name()
 		b.mu.Lock()
 		_, live := b.boxes[id]
+		live = live || b.creating[id]
 		b.mu.Unlock()
 		if live || keep(id) {
 			continue

@@ -184,3 +184,34 @@ func TestCgroupLimits(t *testing.T) {
 			res.Stdout, res.Stderr, counted)
 	}
 }
+
+// TestSweepSparesCreating: envd sweeps at start while it already serves,
+// so a sandbox whose directory exists but whose Create has not returned
+// must not be taken for an orphan (a clean-clone CI run lost one so).
+func TestSweepSparesCreating(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	b, err := New(testOptions(state))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(state, "s", "sb-creating")
+	if err := os.MkdirAll(filepath.Join(dir, "work"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b.mu.Lock()
+	b.creating["sb-creating"] = true
+	b.mu.Unlock()
+	if n, err := b.Sweep(context.Background(), func(string) bool { return false }); n != 0 || err != nil {
+		t.Fatalf("Sweep = %d, %v; want 0, nil", n, err)
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("the sandbox being created was swept: %v", err)
+	}
+	b.mu.Lock()
+	delete(b.creating, "sb-creating")
+	b.mu.Unlock()
+	if n, err := b.Sweep(context.Background(), func(string) bool { return false }); n != 1 || err != nil {
+		t.Fatalf("Sweep after the create failed = %d, %v; want 1, nil", n, err)
+	}
+}
