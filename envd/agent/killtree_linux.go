@@ -36,7 +36,7 @@ func killTree(pid int) {
 	// SIGKILL is delivered when the target next runs; wait (bounded) until
 	// every process is dead or a zombie, so that an exec that reports a
 	// timeout has no process of it left running.
-	for wait := 100 * time.Microsecond; wait < 2*time.Second; wait *= 2 {
+	for wait := 100 * time.Microsecond; wait < 4*time.Second; wait *= 2 {
 		left := false
 		for p := range seen {
 			if _, state, ok := statOf(p); ok && state != 'Z' && state != 'X' {
