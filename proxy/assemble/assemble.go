@@ -108,26 +108,32 @@ func errorMessage(v gjson.Result) string {
 
 // int64s reads a JSON array of integers; ok is false for anything else.
 func int64s(v val) ([]int64, bool) {
-	if !v.IsArray() {
-		return nil, false
+	out, _, ok := appendInt64s(nil, v)
+	if ok && out == nil {
+		out = []int64{}
 	}
-	// ForEach walks the raw array without building a []gjson.Result: this
-	// runs for every chunk of a stream.
-	var out []int64
-	ok := true
+	return out, ok
+}
+
+// appendInt64s appends the integers of the JSON array v to dst and says how
+// many; for anything but an array of numbers it appends nothing and ok is
+// false. It runs for every chunk of a vLLM stream (token_ids).
+func appendInt64s(dst []int64, v val) (out []int64, n int, ok bool) {
+	if !v.IsArray() {
+		return dst, 0, false
+	}
+	start := len(dst)
+	ok = true
 	v.ForEach(func(_, x val) bool {
 		if x.Type != gjson.Number {
 			ok = false
 			return false
 		}
-		out = append(out, x.Int())
+		dst = append(dst, x.Int())
 		return true
 	})
 	if !ok {
-		return nil, false
+		return dst[:start], 0, false
 	}
-	if out == nil {
-		out = []int64{}
-	}
-	return out, true
+	return dst, len(dst) - start, true
 }

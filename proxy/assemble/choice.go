@@ -86,12 +86,12 @@ func (ch *choice) completionText(f val) {
 // when the value is not a list of ids).
 func (ch *choice) addIDs(f val) int {
 	ch.fields.put("token_ids", nullJSON)
-	ids, ok := int64s(f)
+	ids, n, ok := appendInt64s(ch.ids.ids, f)
 	if !ok {
 		return -1
 	}
-	ch.ids.ids, ch.ids.seen = append(ch.ids.ids, ids...), true
-	return len(ids)
+	ch.ids.ids, ch.ids.seen = ids, true
+	return n
 }
 
 func (ch *choice) deltaText(key string, f val) {

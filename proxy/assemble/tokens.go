@@ -1,7 +1,6 @@
 package assemble
 
 import (
-	"bytes"
 	"math"
 	"strconv"
 	"strings"
@@ -16,9 +15,31 @@ import (
 // "top_logprobs", "text_offset") is concatenated, other fields merged.
 type logprobs struct {
 	obj    object
-	arrays map[string][][]byte
+	arrays map[string]*jsonList
 	values []float64 // the sampled tokens' logprobs, in order
 	seen   bool
+}
+
+// jsonList is a JSON array under construction: its elements' raw bytes,
+// comma-separated, in one buffer (a chunk's logprob entries are appended
+// every chunk; one buffer instead of a copy per entry).
+type jsonList struct {
+	key string
+	buf []byte
+	n   int
+}
+
+func (j *jsonList) add(raw []byte) {
+	if j.n > 0 {
+		j.buf = append(j.buf, ',')
+	}
+	j.buf = append(j.buf, raw...)
+	j.n++
+}
+
+func (j *jsonList) bytes() []byte {
+	out := make([]byte, 0, len(j.buf)+2)
+	return append(append(append(out, '['), j.buf...), ']')
 }
 
 // missingLogprob stands in for an entry without a logprob (vLLM's floor).
@@ -30,34 +51,34 @@ func (l *logprobs) add(v val, chat bool) int {
 	l.seen = true
 	n := 0
 	v.ForEach(func(k, f val) bool {
-		key := k.String()
 		if !f.IsArray() {
-			if _, isArr := l.arrays[key]; !isArr {
+			if _, isArr := l.arrays[k.text()]; !isArr {
 				l.obj.mergeRaw(k, f.raw)
 			}
 			return true
 		}
 		if l.arrays == nil {
-			l.arrays = map[string][][]byte{}
+			l.arrays = map[string]*jsonList{}
 		}
-		l.obj.put(key, nullJSON)
-		elems := l.arrays[key]
+		lst := l.arrays[k.text()]
+		if lst == nil {
+			lst = &jsonList{key: k.String()}
+			l.arrays[lst.key] = lst
+		}
+		l.obj.put(lst.key, nullJSON)
+		content, tokenLogprobs := chat && lst.key == "content", !chat && lst.key == "token_logprobs"
 		f.ForEach(func(_, e val) bool {
-			elems = append(elems, bytes.Clone(e.raw))
+			lst.add(e.raw)
 			switch {
-			case chat && key == "content":
+			case content:
 				l.values = append(l.values, logprobOf(e.Get("logprob")))
 				n++
-			case !chat && key == "token_logprobs":
+			case tokenLogprobs:
 				l.values = append(l.values, logprobOf(e))
 				n++
 			}
 			return true
 		})
-		if elems == nil {
-			elems = [][]byte{}
-		}
-		l.arrays[key] = elems
 		return true
 	})
 	return n
@@ -73,8 +94,8 @@ func logprobOf(v val) float64 {
 
 func (l *logprobs) render() []byte {
 	o := l.obj
-	for k, elems := range l.arrays {
-		o.set(k, rawArray(elems))
+	for k, lst := range l.arrays {
+		o.set(k, lst.bytes())
 	}
 	return o.bytes()
 }
