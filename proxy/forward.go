@@ -14,6 +14,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/tidwall/gjson"
 
+	"github.com/orchard-rl/orchard/internal/jsonscan"
 	"github.com/orchard-rl/orchard/proxy/assemble"
 	"github.com/orchard-rl/orchard/recorder"
 )
@@ -81,8 +82,11 @@ func (x *exchange) readRequest(r *http.Request) *Error {
 		}
 		x.reqBody = dec
 	}
-	// One validity check serves the patching and the record.
-	x.reqJSON = json.Valid(x.reqBody)
+	// One validity check serves the patching and the record. It is on the
+	// request path: jsonscan is 5-6x faster than encoding/json (39 -> 7 us
+	// for 8 KB) and accepts nothing encoding/json rejects (FuzzValid), so
+	// encoding/json only judges what jsonscan rejects.
+	x.reqJSON = jsonscan.Valid(x.reqBody) || json.Valid(x.reqBody)
 	x.model = gjson.GetBytes(x.reqBody, "model").String()
 	if up, ok := x.h.opts.Routes[x.model]; ok && x.model != "" {
 		x.up = up
