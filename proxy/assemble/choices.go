@@ -48,7 +48,8 @@ func (c *choices) event(_ string, data []byte) {
 		return
 	}
 	c.tpl.reset()
-	if !jsonscan.Valid(data) && !gjson.ValidBytes(data) {
+	strict := jsonscan.Valid(data)
+	if !strict && !gjson.ValidBytes(data) {
 		c.errs = append(c.errs, "malformed chunk "+itoa(c.nChunks))
 		return
 	}
@@ -61,7 +62,9 @@ func (c *choices) event(_ string, data []byte) {
 		}
 	}
 	root := valOf(data)
-	c.cur, c.group, c.tpl.ok = data, 0, root.IsObject()
+	// Only strictly valid JSON (not what only gjson's leniency accepts)
+	// becomes a template: its exactness argument assumes a valid document.
+	c.cur, c.group, c.tpl.ok = data, 0, strict && root.IsObject()
 	root.ForEach(func(k, v val) bool {
 		c.topField(k, v)
 		return true

@@ -22,7 +22,8 @@ import (
 // places; the hole members run the same methods the full parse runs. A
 // chunk whose full parse did anything that is not idempotent and not a
 // hole (an SGLang sglext, a tool name fragment, an error) does not become
-// a template. FuzzStream and TestStreamerPieces compare the paths.
+// a template, nor does one that is not strictly valid JSON.
+// TestTemplateEqualsFullParse compares the two paths on generated streams.
 type template struct {
 	off   bool // never replay (tests compare against the full parse)
 	ok    bool
