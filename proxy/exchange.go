@@ -49,12 +49,11 @@ type exchange struct {
 	firstByte    time.Time
 	respEncoding string
 	sse          bool
-	resp         *bytes.Buffer // upstream body bytes, as received (see keepRaw)
-	asm          *assemble.Streamer
-	// keepRaw says whether resp still collects the body: always, unless asm
-	// assembles the stream as it flows and has seen enough of it to produce a
-	// response; then the record needs no raw copy and none is held.
-	keepRaw bool
+	// resp collects the upstream body as received, unless asm assembles
+	// the stream as it flows and has seen enough of it to produce a
+	// response: then the record needs no raw copy and none is held.
+	resp    *bytes.Buffer
+	asm     *assemble.Streamer
 	eof     bool
 	readErr error
 	ended   time.Time
@@ -107,20 +106,18 @@ func (t *tee) Read(p []byte) (int, error) {
 func (x *exchange) collect(p []byte) {
 	if x.asm != nil {
 		x.asm.Write(p)
-		if x.keepRaw && x.asm.Started() {
-			x.keepRaw = false
+		if x.asm.Started() {
 			if x.resp != nil {
 				putRespBuf(x.resp)
 				x.resp = nil
 			}
+			return
 		}
 	}
-	if x.keepRaw {
-		if x.resp == nil {
-			x.resp = respBufs.Get().(*bytes.Buffer)
-		}
-		x.resp.Write(p)
+	if x.resp == nil {
+		x.resp = respBufs.Get().(*bytes.Buffer)
 	}
+	x.resp.Write(p)
 }
 
 func (t *tee) Close() error {

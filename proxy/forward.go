@@ -190,7 +190,6 @@ func (h *Handler) modifyResponse(res *http.Response) error {
 	x.respEncoding = res.Header.Get("Content-Encoding")
 	x.sse = strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream")
 	x.idle.touch()
-	x.keepRaw = true
 	if x.sse && x.respEncoding == "" && res.StatusCode >= 200 && res.StatusCode < 300 && assembles(x.api) {
 		x.asm, _ = assemble.NewStreamer(x.api) // assembles(x.api) guarantees support
 	}

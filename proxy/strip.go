@@ -145,20 +145,6 @@ func (s *stripper) event(dst, ev []byte) []byte {
 	return append(dst, ev[end:]...)
 }
 
-// apply appends ev to dst with the injected fields removed.
-func (r stripRules) apply(dst, ev []byte) []byte {
-	start, end := dataJSON(ev)
-	if start < 0 {
-		return append(dst, ev...)
-	}
-	dst = append(dst, ev[:start]...)
-	dst, drop := r.appendRewritten(dst, ev[start:end], true)
-	if drop {
-		return dst[:len(dst)-start] // the usage-only chunk the client did not ask for
-	}
-	return append(dst, ev[end:]...)
-}
-
 // rewrite removes the injected fields from one JSON chunk or body. In a
 // stream, it reports whether the chunk exists only because of injection.
 func (r stripRules) rewrite(data []byte, chunk bool) ([]byte, bool) {

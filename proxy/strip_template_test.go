@@ -124,3 +124,18 @@ func genStream(r *rand.Rand) []byte {
 	b.WriteString("data: [DONE]\n\n")
 	return []byte(b.String())
 }
+
+// apply appends ev to dst with the injected fields removed by looking them
+// up, without a template: the reference TestStripTemplate compares with.
+func (r stripRules) apply(dst, ev []byte) []byte {
+	start, end := dataJSON(ev)
+	if start < 0 {
+		return append(dst, ev...)
+	}
+	dst = append(dst, ev[:start]...)
+	dst, drop := r.appendRewritten(dst, ev[start:end], true)
+	if drop {
+		return dst[:len(dst)-start] // the usage-only chunk the client did not ask for
+	}
+	return append(dst, ev[end:]...)
+}

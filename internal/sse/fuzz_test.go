@@ -26,15 +26,22 @@ func FuzzFramer(f *testing.F) {
 	})
 }
 
-// FuzzParse checks Parse never panics and data never exceeds the input.
+// FuzzParse checks Parse never panics, data never exceeds the input, and the
+// fast path gives what the line-by-line parse gives.
 func FuzzParse(f *testing.F) {
 	for _, tc := range parseCases {
 		f.Add([]byte(tc.in))
 	}
+	f.Add([]byte("data: {\"a\":1}\n\n"))
+	f.Add([]byte("data:x\n\n"))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		ev := Parse(in)
 		if len(ev.Data) > len(in) {
 			t.Fatalf("data %d bytes from %d", len(ev.Data), len(in))
+		}
+		// The one-data-line fast path must agree with the general parse.
+		if slow := parseLines(in); ev.HasData != slow.HasData || !eq([]wantEv{toWant(ev)}, []wantEv{toWant(slow)}) {
+			t.Fatalf("Parse(%q) = %+v, parseLines = %+v", in, toWant(ev), toWant(slow))
 		}
 	})
 }

@@ -3,6 +3,7 @@ package assemble
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 
 	"github.com/tidwall/gjson"
 
@@ -35,18 +36,33 @@ type Result struct {
 // recorder.API* names of a generation API). The body must already be decoded
 // from any Content-Encoding. It never panics; unknown APIs yield Err.
 func Stream(api string, body []byte) Result {
-	s, err := NewStreamer(api)
+	a, err := newAssembler(api)
 	if err != nil {
 		return Result{Err: err.Error()}
 	}
-	// The body is whole: walk it in place rather than through the Framer's
-	// buffer. TestStreamerPieces holds the two paths to the same result.
+	// The body is whole: walk it in place rather than through a Streamer's
+	// Framer. TestStreamerPieces holds the two paths to the same result.
 	for ev := range sse.Events(body) {
 		if ev.HasData {
-			s.a.event(ev.Name, ev.Data)
+			a.event(ev.Name, ev.Data)
 		}
 	}
-	return s.a.result()
+	return a.result()
+}
+
+// newAssembler returns the stream assembler of a generation API.
+func newAssembler(api string) (streamAssembler, error) {
+	switch api {
+	case recorder.APIChatCompletions:
+		return newChoices(true), nil
+	case recorder.APICompletions:
+		return newChoices(false), nil
+	case recorder.APIResponses:
+		return &responses{}, nil
+	case recorder.APIMessages:
+		return &messages{}, nil
+	}
+	return nil, fmt.Errorf("assemble: unsupported api %q", api)
 }
 
 // streamAssembler consumes the events of one stream.

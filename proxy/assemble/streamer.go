@@ -2,10 +2,8 @@ package assemble
 
 import (
 	"bytes"
-	"fmt"
 
 	"github.com/orchard-rl/orchard/internal/sse"
-	"github.com/orchard-rl/orchard/recorder"
 )
 
 // Streamer assembles an SSE response as its bytes arrive, so that the proxy
@@ -22,18 +20,9 @@ type Streamer struct {
 // NewStreamer returns a Streamer for the given API (one of the recorder.API*
 // names of a generation API), or an error for any other.
 func NewStreamer(api string) (*Streamer, error) {
-	var a streamAssembler
-	switch api {
-	case recorder.APIChatCompletions:
-		a = newChoices(true)
-	case recorder.APICompletions:
-		a = newChoices(false)
-	case recorder.APIResponses:
-		a = &responses{}
-	case recorder.APIMessages:
-		a = &messages{}
-	default:
-		return nil, fmt.Errorf("assemble: unsupported api %q", api)
+	a, err := newAssembler(api)
+	if err != nil {
+		return nil, err
 	}
 	// No limit on an event's size: the whole body used to be held anyway,
 	// and the proxy bounds what it reads elsewhere.
@@ -71,31 +60,9 @@ func (s *Streamer) frame(p []byte) {
 var bom = []byte{0xEF, 0xBB, 0xBF}
 
 func (s *Streamer) event(raw []byte) {
-	if data, ok := dataOnly(raw); ok {
-		s.a.event("", data)
-		return
-	}
-	ev := sse.Parse(raw)
-	if ev.HasData {
+	if ev := sse.Parse(raw); ev.HasData {
 		s.a.event(ev.Name, ev.Data)
 	}
-}
-
-// dataOnly returns the data of an event that is one "data:" line and its
-// blank line ("data: X\n\n", the shape of every chat and completions
-// event), which sse.Parse would return too, without walking it line by line.
-func dataOnly(raw []byte) ([]byte, bool) {
-	if len(raw) < 7 || string(raw[:5]) != "data:" || string(raw[len(raw)-2:]) != "\n\n" {
-		return nil, false
-	}
-	d := raw[5 : len(raw)-2]
-	if len(d) > 0 && d[0] == ' ' {
-		d = d[1:]
-	}
-	if bytes.IndexByte(d, '\n') >= 0 || bytes.IndexByte(d, '\r') >= 0 {
-		return nil, false
-	}
-	return d, true
 }
 
 // Started reports whether the Result will hold a Response: until then a
