@@ -157,13 +157,14 @@ func TestCodecNilFields(t *testing.T) {
 	assertSameCalls(t, s.read(t), want)
 }
 
-// TestCodecObserve rebuilds an encoder from stored documents halfway
-// through an episode and checks it still deduplicates and decodes.
-func TestCodecObserve(t *testing.T) {
-	calls := growingEpisode(40, 2000)
+// writeRebuilt stores calls, rebuilding the encoder from the stored
+// documents (Observe) after the first split of them, as a backend does
+// after a restart; it returns the stored units and the rebuilt encoder.
+func writeRebuilt(t *testing.T, calls []*Call, split int) (storedEpisode, *EpisodeEncoder) {
+	t.Helper()
 	var s storedEpisode
 	enc := NewEpisodeEncoder(true)
-	for _, c := range calls[:20] {
+	for _, c := range calls[:split] {
 		s.write(t, enc, c)
 	}
 	enc = NewEpisodeEncoder(true)
@@ -176,12 +177,20 @@ func TestCodecObserve(t *testing.T) {
 			t.Fatalf("Observe: %v", err)
 		}
 	}
-	for _, c := range calls[20:] {
+	for _, c := range calls[split:] {
 		s.write(t, enc, c)
 	}
+	return s, enc
+}
+
+// TestCodecObserve rebuilds an encoder from stored documents halfway
+// through an episode and checks it still deduplicates and decodes.
+func TestCodecObserve(t *testing.T) {
+	calls := growingEpisode(40, 2000)
+	s, _ := writeRebuilt(t, calls, 20)
 	assertSameCalls(t, s.read(t), calls)
 	var cont storedEpisode
-	enc = NewEpisodeEncoder(true)
+	enc := NewEpisodeEncoder(true)
 	for _, c := range calls {
 		cont.write(t, enc, c)
 	}
@@ -232,24 +241,7 @@ func TestCodecTokensInterleaved(t *testing.T) {
 			calls = append(calls, &c)
 		}
 	}
-	var s storedEpisode
-	enc := NewEpisodeEncoder(true)
-	for _, c := range calls[:18] {
-		s.write(t, enc, c)
-	}
-	enc = NewEpisodeEncoder(true)
-	for _, u := range s.units {
-		d, _, err := Unpack(u)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := enc.Observe(d); err != nil {
-			t.Fatalf("Observe: %v", err)
-		}
-	}
-	for _, c := range calls[18:] {
-		s.write(t, enc, c)
-	}
+	s, enc := writeRebuilt(t, calls, 18)
 	assertSameCalls(t, s.read(t), calls)
 	for id, r := range enc.hist.byID {
 		if r.toks != nil && id != enc.hist.order[len(enc.hist.order)-1] && id != enc.hist.order[len(enc.hist.order)-2] {

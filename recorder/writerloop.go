@@ -106,9 +106,8 @@ func (l *writerLoop) flush() {
 	// trip SlowAfter, which sent everything through the spill file.
 	n := min(len(l.batch), l.flightMax())
 	l.start(&flight{calls: l.batch[:n:n]})
-	l.batch = append([]*Call(nil), l.batch[n:]...)
-	if len(l.batch) == 0 {
-		l.batch = nil
+	l.batch = append([]*Call(nil), l.batch[n:]...) // nil when all went
+	if l.batch == nil {
 		l.batchC = nil
 		l.batchT.Stop()
 	}
