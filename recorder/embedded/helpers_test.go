@@ -13,7 +13,6 @@ import (
 // The call builders are the conformance suite's, so that both backends'
 // tests write the same episodes.
 var (
-	epoch       = storetest.Epoch
 	chatEpisode = storetest.ChatEpisode
 	assertCalls = storetest.AssertCalls
 )

@@ -169,9 +169,9 @@ func testConcurrentWrites(t *testing.T, b Backend) {
 	}
 }
 
-// seedEpisodes stores five episodes: four with metadata, one (e5) with
+// SeedEpisodes stores five episodes: four with metadata, one (e5) with
 // calls only, created one minute apart.
-func seedEpisodes(t *testing.T, s recorder.Store) {
+func SeedEpisodes(t *testing.T, s recorder.Store) {
 	t.Helper()
 	ctx := context.Background()
 	for i, ep := range []recorder.Episode{
@@ -204,7 +204,7 @@ func listT(t *testing.T, s recorder.Store, f recorder.Filter, want []string) {
 func testListEpisodes(t *testing.T, b Backend) {
 	s := b.Open(t)
 	ctx := context.Background()
-	seedEpisodes(t, s)
+	SeedEpisodes(t, s)
 	tests := []struct {
 		name string
 		f    recorder.Filter
@@ -248,7 +248,7 @@ func testListEpisodes(t *testing.T, b Backend) {
 func testListEpisodesPaging(t *testing.T, b Backend) {
 	s := b.Open(t)
 	ctx := context.Background()
-	seedEpisodes(t, s)
+	SeedEpisodes(t, s)
 	var got []string
 	f := recorder.Filter{Limit: 2}
 	for pages := 0; ; pages++ {
@@ -282,7 +282,7 @@ func testListEpisodesPaging(t *testing.T, b Backend) {
 func testEventsAndDelete(t *testing.T, b Backend) {
 	s := b.Open(t)
 	ctx := context.Background()
-	seedEpisodes(t, s)
+	SeedEpisodes(t, s)
 	for i, typ := range []string{"tests", "reward", "note"} {
 		seq, err := s.AppendEvent(ctx, &recorder.Event{EpisodeID: "e1", Type: typ, Data: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))})
 		if err != nil || seq != int64(i+1) {
