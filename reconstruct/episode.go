@@ -60,7 +60,8 @@ func numberSegments(segs []*segment) {
 }
 
 // encode appends the episode's lines in format to buf.
-func (e *episode) encode(format string, buf *bytes.Buffer, st *Stats, check bool) error {
+func (e *episode) encode(opts *Options, buf *bytes.Buffer, st *Stats) error {
+	format := opts.Format
 	enc := json.NewEncoder(buf)
 	enc.SetEscapeHTML(false)
 	if format == FormatTurns {
@@ -73,6 +74,11 @@ func (e *episode) encode(format string, buf *bytes.Buffer, st *Stats, check bool
 				continue
 			}
 			t, prompt := e.turn(cs, pc)
+			if opts.Annotator != nil {
+				if err := opts.Annotator.AnnotateTurn(t); err != nil {
+					return fmt.Errorf("annotate call %s: %w", cs.call.CallID, err)
+				}
+			}
 			if prompt == nil {
 				if err := enc.Encode(t); err != nil {
 					return err
@@ -104,7 +110,12 @@ func (e *episode) encode(format string, buf *bytes.Buffer, st *Stats, check bool
 			st.BadSegments++
 			continue
 		}
-		if check {
+		if opts.Annotator != nil {
+			if err := opts.Annotator.AnnotateTrajectory(t); err != nil {
+				return fmt.Errorf("annotate segment %d of episode %s: %w", s.id, e.info.ID, err)
+			}
+		}
+		if opts.Check {
 			e.check(s, t, st)
 		}
 		if err := enc.Encode(adapt(format, t)); err != nil {

@@ -43,6 +43,18 @@ type Options struct {
 	// Progress, when set, is called after each episode is written, from
 	// the goroutine that called Export.
 	Progress func(Progress)
+	// Annotator, when set, fills the reward fields of every sample before
+	// it is checked and formatted.
+	Annotator Annotator
+}
+
+// Annotator fills the reward fields ([TurnReward], Trajectory.Reward,
+// TokenTrajectory.Advantages, RewardConfig) of samples as they are
+// exported. Export calls it from several goroutines at once, each sample
+// once; an error stops the export.
+type Annotator interface {
+	AnnotateTrajectory(t *Trajectory) error
+	AnnotateTurn(t *Turn) error
 }
 
 // Progress is the running count of an export.
@@ -225,7 +237,7 @@ func exportEpisode(ctx context.Context, src Source, ep recorder.EpisodeSummary, 
 	}
 	e := newEpisode(ep, calls, opts.OnDrift, &st)
 	var buf bytes.Buffer
-	if err := e.encode(opts.Format, &buf, &st, opts.Check); err != nil {
+	if err := e.encode(opts, &buf, &st); err != nil {
 		return nil, st, err
 	}
 	st.Episodes = 1

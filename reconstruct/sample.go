@@ -36,9 +36,12 @@ type Trajectory struct {
 	LossMask  []int8            `json:"loss_mask"`
 	Turns     []TrajectoryTurn  `json:"turns"`
 	Tokens    *TokenTrajectory  `json:"tokens"`
-	Reward    *float64          `json:"reward"` // filled by the rewards issue; null until then
+	Reward    *float64          `json:"reward"` // filled by a rewards Annotator; null without one
 	Outcome   Outcome           `json:"outcome"`
 	Lineage   SegmentLineage    `json:"lineage"`
+	// RewardConfig identifies the rules and parameters that scored the
+	// sample (a hash); empty when it was not scored.
+	RewardConfig string `json:"reward_config,omitempty"`
 }
 
 // TrajectoryTurn is one call of a segment: where its completion is in
@@ -48,8 +51,33 @@ type TrajectoryTurn struct {
 	CallID       string          `json:"call_id"`
 	Seq          int64           `json:"seq"`
 	Usage        json.RawMessage `json:"usage"`
-	Reward       *float64        `json:"reward"` // dense reward; null until the rewards issue fills it
 	EndReason    string          `json:"end_reason"`
+	TurnReward
+}
+
+// TurnReward is the dense reward of one turn, filled by a rewards
+// [Annotator]; every field is null without one.
+type TurnReward struct {
+	Reward    *float64  `json:"reward"`    // the turn's dense reward
+	Return    *float64  `json:"return"`    // discounted return-to-go from this turn
+	Advantage *float64  `json:"advantage"` // the turn's advantage within its group
+	RuleHits  []RuleHit `json:"rule_hits"` // the rules that fired on the turn, in order
+}
+
+// RuleHit is one reward rule that fired on a turn, with the text that
+// fired it.
+type RuleHit struct {
+	Rule     string   `json:"rule"`
+	Delta    float64  `json:"delta"`
+	Evidence Evidence `json:"evidence"`
+}
+
+// Evidence points at the text that fired a rule: bytes [Start, End) of
+// the content of message MessageIndex of the sample's messages.
+type Evidence struct {
+	MessageIndex int `json:"message_index"`
+	Start        int `json:"start"`
+	End          int `json:"end"`
 }
 
 // SegmentLineage is how a segment relates to the rest of its episode.
@@ -78,9 +106,10 @@ type Turn struct {
 	Completion *ChatMessage      `json:"completion"` // null when the call produced none
 	Tokens     *TurnTokens       `json:"tokens"`
 	Usage      json.RawMessage   `json:"usage"`
-	Reward     *float64          `json:"reward"` // null until the rewards issue fills it
-	Outcome    TurnOutcome       `json:"outcome"`
-	Lineage    TurnLineage       `json:"lineage"`
+	TurnReward
+	Outcome      TurnOutcome `json:"outcome"`
+	Lineage      TurnLineage `json:"lineage"`
+	RewardConfig string      `json:"reward_config,omitempty"` // as Trajectory.RewardConfig
 }
 
 // TurnTokens are one call's own token ids and rollout logprobs.

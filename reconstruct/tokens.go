@@ -125,6 +125,9 @@ type TokenTrajectory struct {
 	InputIDs []int64   `json:"input_ids"`
 	LossMask []int8    `json:"loss_mask"`
 	Logprobs []float64 `json:"logprobs"`
+	// Advantages, filled by a rewards Annotator, holds each token's
+	// advantage: its turn's on generated tokens, 0 where LossMask is 0.
+	Advantages []float64 `json:"advantages,omitempty"`
 }
 
 // tokenTrajectory builds s's token sequence. A completion is masked in
