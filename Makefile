@@ -8,9 +8,10 @@ TESTFLAGS ?=
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
-build: ## build bin/orchard and bin/orchard-agent (the in-sandbox agent)
+build: ## build bin/orchard, bin/orchard-agent (the in-sandbox agent) and bin/orchard-bench
 	$(GO) build -o $(BIN) ./cmd/orchard
 	$(GO) build -o bin/orchard-agent ./envd/agent/cmd/orchard-agent
+	$(GO) build -o bin/orchard-bench ./cmd/orchard-bench
 
 test: ## run every test with the race detector
 	$(GO) test -race -count=1 $(TESTFLAGS) $(PKGS)
@@ -21,9 +22,9 @@ test-k8s: ## build (once, cached) etcd + kube-apiserver + kwok, then run the Kub
 	test -x $(K8S_BIN)/kube-apiserver || nice -n 19 deploy/testenv/build-bins.sh $(K8S_BIN) || test -x $(K8S_BIN)/kube-apiserver
 	ORCHARD_K8S_BIN=$(K8S_BIN) ORCHARD_K8S_TEST=1 $(GO) test -race -count=1 -run Kube ./envd/kube/
 
-bench: build ## load benchmark side by side (bench/results/*.json) + package benchmarks
-	$(BIN) bench --out bench/results
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 200x ./proxy/ ./recorder/... ./reconstruct/ ./internal/loadgen ./envd/local/ ./envd/agent/
+bench: build ## load benchmark side by side (docs/bench/*.json) + package benchmarks
+	bin/orchard-bench --bin $(BIN) --out docs/bench
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 200x ./proxy/ ./recorder/... ./reconstruct/ ./cmd/orchard-bench ./envd/local/ ./envd/agent/
 
 lint: ## go vet
 	$(GO) vet $(PKGS)

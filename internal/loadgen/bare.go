@@ -54,7 +54,7 @@ func NewBareProxy(upstream *url.URL) http.Handler {
 }
 
 // ServeBare runs [NewBareProxy] for upstream on addr until ctx ends: the
-// `orchard bench bare-proxy` process.
+// `orchard-bench bare-proxy` process.
 func ServeBare(ctx context.Context, addr, upstream string) error {
 	u, err := url.Parse(upstream)
 	if err != nil || u.Host == "" {

@@ -69,7 +69,7 @@ type Result struct {
 }
 
 // Client sends scenario requests to one target and checks the answers. It is
-// safe for concurrent use; each goroutine passes its own buffers.
+// safe for concurrent use; each goroutine passes its own Buffers.
 type Client struct {
 	hc   *http.Client
 	url  string // .../v1/chat/completions
@@ -111,15 +111,15 @@ func newClient(base string, q *requests, r *rendered, conns int) *Client {
 // Close drops the idle connections.
 func (c *Client) Close() { c.hc.CloseIdleConnections() }
 
-// buffers are one goroutine's reusable request and response buffers.
-type buffers struct {
+// Buffers are one goroutine's reusable request and response buffers.
+type Buffers struct {
 	req  []byte
 	resp []byte
 }
 
 // Do sends turn k of episode, reads the whole stream and classifies it.
 // start is when the request counts from (open loop: its due time).
-func (c *Client) Do(ctx context.Context, b *buffers, episode string, k int, start time.Time) Result {
+func (c *Client) Do(ctx context.Context, b *Buffers, episode string, k int, start time.Time) Result {
 	b.req = c.q.appendBody(b.req[:0], episode, k)
 	res := Result{Start: start}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(b.req))

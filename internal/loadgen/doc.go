@@ -1,4 +1,4 @@
-// Package loadgen is orchard's load harness (issue 7): a cheap local
+// Package loadgen is orchard's load harness : a cheap local
 // upstream that replays vLLM chat-completion streams with tool calls, a load
 // generator with a closed-loop mode (N clients, each issuing its next request
 // when the last one ends, like wrk) and an open-loop mode (requests start at

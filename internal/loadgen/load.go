@@ -138,7 +138,7 @@ func (r *runner) client(ctx context.Context, wg *sync.WaitGroup, w int) {
 	if !sleep(ctx, r.l.Warmup/2*time.Duration(w)/time.Duration(r.l.Concurrency)) {
 		return
 	}
-	var b buffers
+	var b Buffers
 	for ep := 0; ; ep++ {
 		id := episodeID(r.l.Run, w, ep)
 		for k := range r.turns {
@@ -151,7 +151,7 @@ func (r *runner) client(ctx context.Context, wg *sync.WaitGroup, w int) {
 	}
 }
 
-func (r *runner) do(ctx context.Context, b *buffers, episode string, k int, start time.Time) Result {
+func (r *runner) do(ctx context.Context, b *Buffers, episode string, k int, start time.Time) Result {
 	ctx, cancel := context.WithTimeout(ctx, r.l.RequestTimeout)
 	defer cancel()
 	return r.c.Do(ctx, b, episode, k, start)
@@ -184,7 +184,7 @@ func (r *runner) schedule(ctx context.Context, wg *sync.WaitGroup) {
 func (r *runner) openRequest(ctx context.Context, wg *sync.WaitGroup, inflight *atomic.Int64, i int, due time.Time) {
 	defer wg.Done()
 	defer inflight.Add(-1)
-	var b buffers
+	var b Buffers
 	r.add(r.do(ctx, &b, episodeID(r.l.Run, 0, i/r.turns), i%r.turns, due))
 }
 

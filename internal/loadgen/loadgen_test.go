@@ -157,7 +157,7 @@ func TestTruncatedStreamIsError(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	var b buffers
+	var b Buffers
 	if got := c.Do(context.Background(), &b, "ep", 0, time.Now()); got.Outcome != Truncated {
 		t.Errorf("Do on a stream without [DONE] = %v (%s), want truncated", got.Outcome, got.Err)
 	}

@@ -17,7 +17,7 @@ import (
 const ReportSchema = "orchard.bench/v1"
 
 // Report is one suite run: the machine, the settings, a cell per target and
-// load, the ratios against the bare proxy and issue 7's checks.
+// load, the ratios against the bare proxy and the targets' checks.
 type Report struct {
 	Schema    string       `json:"schema"`
 	StartedAt time.Time    `json:"started_at"`
@@ -104,7 +104,7 @@ type Ratio struct {
 	P99Delta    float64 `json:"total_p99_delta_ms"` // target - bare
 }
 
-// Check is one of issue 7's targets for one recording proxy.
+// Check is one of the benchmark's targets for one recording proxy.
 type Check struct {
 	Target string `json:"target"`
 	Name   string `json:"name"`
@@ -195,7 +195,7 @@ func (r *Report) compare() {
 	r.check()
 }
 
-// check evaluates issue 7's targets for every recording proxy that ran.
+// check evaluates the benchmark's targets for every recording proxy that ran.
 func (r *Report) check() {
 	for _, t := range r.Targets {
 		if t.Skipped != "" {
@@ -342,7 +342,7 @@ func (r *Report) WriteJSON(dir string) (string, error) {
 // ratios and the checks.
 func (r *Report) WriteTable(w io.Writer) error {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "orchard bench  %s  %s, %d cores, load avg %.1f -> %.1f, %s, commit %s\n",
+	fmt.Fprintf(&b, "orchard-bench  %s  %s, %d cores, load avg %.1f -> %.1f, %s, commit %s\n",
 		r.StartedAt.Format(time.RFC3339), r.Machine.CPU, r.Machine.Cores, r.Machine.LoadStart, r.Machine.LoadEnd,
 		r.Machine.Go, short(r.Machine.Commit))
 	sc := r.Settings.Scenario
@@ -372,7 +372,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 			fmt.Fprintf(&b, "  %-20s %4d %10.3f %10.3f %12.3f %12.3f\n", ra.Target, ra.Concurrency, ra.Throughput, ra.CPU, ra.P50Delta, ra.P99Delta)
 		}
 	}
-	fmt.Fprintf(&b, "\nissue 7 targets\n")
+	fmt.Fprintf(&b, "\ntargets\n")
 	for _, c := range r.Checks {
 		verdict := "FAIL"
 		if c.Pass {

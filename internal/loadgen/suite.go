@@ -17,9 +17,12 @@ import (
 // Config configures [RunSuite]. Zero fields take the defaults in their
 // comments.
 type Config struct {
-	// Bin is the orchard binary, which serves `bench upstream`,
-	// `bench bare-proxy` and `proxy`. Required.
+	// Bin is the orchard binary, which serves `proxy` and reads the stores
+	// back. Required.
 	Bin string
+	// BenchBin is the orchard-bench binary, which serves `upstream` and
+	// `bare-proxy`. Required.
+	BenchBin string
 	// RedisServer is the redis-server binary; "" looks it up in PATH. Without
 	// one the Redis targets are skipped with a note.
 	RedisServer string
@@ -175,7 +178,7 @@ func (s *suite) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	argv := []string{s.cfg.Bin, "bench", "upstream", "--listen", addr, "--scenario", s.cfg.Scenario.MarshalFlag()}
+	argv := []string{s.cfg.BenchBin, "upstream", "--listen", addr, "--scenario", s.cfg.Scenario.MarshalFlag()}
 	if s.up, err = startProc(ctx, "upstream", argv, nil, addr, s.work, httpReady); err != nil {
 		return err
 	}
@@ -446,7 +449,11 @@ func (s *suite) startTarget(ctx context.Context, t target, key cellKey) (string,
 	if s.redis != nil {
 		e.redis = "redis://" + s.redis.addr + "/0"
 	}
-	argv := append([]string{s.cfg.Bin}, t.args(e)...)
+	bin := s.cfg.Bin
+	if t.bench {
+		bin = s.cfg.BenchBin
+	}
+	argv := append([]string{bin}, t.args(e)...)
 	p, err := startProc(ctx, t.Name, argv, s.procEnv(t, key), addr, s.work, httpReady)
 	if err != nil {
 		return "", nil, targetEnv{}, err

@@ -4,10 +4,11 @@ import "os"
 
 // target is one system under load.
 type target struct {
-	Key   string // a..f, as in issue 7
+	Key   string // a..f
 	Name  string
 	Desc  string
 	redis bool // needs the Redis server and a Redis-capable orchard
+	bench bool // args run the orchard-bench binary, not orchard
 	// args returns the proxy's command line after the binary; nil for the
 	// upstream itself, which is not a separate proxy process.
 	args func(e targetEnv) []string
@@ -37,13 +38,13 @@ func orchardArgs(e targetEnv, extra ...string) []string {
 func embeddedStore(e targetEnv) []string { return []string{"--data", e.data} }
 func redisStore(e targetEnv) []string    { return []string{"--redis", e.redis} }
 
-// targets are issue 7's (a)..(e), plus (f): (c) with token injection, which
-// shows that cost while the Redis store does not exist.
+// targets are the upstream, the bare floor and the orchard proxy on each
+// store, with and without vLLM token injection.
 var targets = []target{
 	{Key: "a", Name: "upstream", Desc: "the upstream directly"},
-	{Key: "b", Name: "bare", Desc: "httputil.ReverseProxy, FlushInterval -1 (the floor)",
+	{Key: "b", Name: "bare", Desc: "httputil.ReverseProxy, FlushInterval -1 (the floor)", bench: true,
 		args: func(e targetEnv) []string {
-			return []string{"bench", "bare-proxy", "--listen", e.listen, "--upstream", e.upstream}
+			return []string{"bare-proxy", "--listen", e.listen, "--upstream", e.upstream}
 		}},
 	{Key: "c", Name: "orchard", Desc: "orchard proxy, embedded store",
 		args:  func(e targetEnv) []string { return orchardArgs(e, "--data", e.data) },

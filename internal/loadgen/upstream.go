@@ -134,7 +134,7 @@ func serve(ctx context.Context, addr string, h http.Handler) error {
 }
 
 // ServeUpstream runs an [Upstream] for sc on addr until ctx ends: the
-// `orchard bench upstream` process.
+// `orchard-bench upstream` process.
 func ServeUpstream(ctx context.Context, addr string, sc Scenario) error {
 	u, err := NewUpstream(sc)
 	if err != nil {

@@ -1,8 +1,17 @@
+// Command orchard-bench loads a scripted vLLM-style upstream, a bare
+// reverse proxy and orchard proxy side by side and reports what the proxy
+// costs (docs/benchmarks.md). It is test scaffolding, kept out of the
+// orchard binary.
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -10,15 +19,31 @@ import (
 	"github.com/orchard-rl/orchard/internal/loadgen"
 )
 
-func init() { subcommands = append(subcommands, newBenchCmd) }
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := newBenchCmd().ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		if !errors.Is(err, errStreamsFailed) {
+			fmt.Fprintln(os.Stderr, "orchard-bench:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+// errStreamsFailed is returned, after the table is printed, when any stream
+// failed.
+var errStreamsFailed = errors.New("some streams failed")
 
 func newBenchCmd() *cobra.Command {
 	cfg := loadgen.Config{Scenario: loadgen.Scenario{}}
 	var out string
 	var long bool
 	cmd := &cobra.Command{
-		Use:   "bench",
-		Short: "Load the upstream, a bare reverse proxy and orchard proxy side by side (issue 7)",
+		Use:           "orchard-bench",
+		Short:         "Load the upstream, a bare reverse proxy and orchard proxy side by side",
+		SilenceUsage:  true,
+		SilenceErrors: true,
 		Long: `Start a scripted vLLM-style upstream, then load, one after the other and each in a fresh
 process: (a) the upstream directly, (b) a bare httputil.ReverseProxy, (c) orchard proxy on the
 embedded store, (d) on Redis, (e) (d) with --upstream-kind vllm, (f) (c) with --upstream-kind vllm,
@@ -44,9 +69,9 @@ at each --concurrency (closed loop) and once at --rate (open loop). Prints a tab
 	}
 	fl := cmd.Flags()
 	sc := &cfg.Scenario
-	fl.StringVar(&out, "out", "bench/results", "directory for the results JSON (empty: none)")
+	fl.StringVar(&out, "out", "docs/bench", "directory for the results JSON (empty: none)")
 	fl.BoolVar(&long, "long", false, "20s cells, 2s warmup, 2 rounds (about 15 minutes)")
-	fl.StringVar(&cfg.Bin, "bin", "", "orchard binary to run the proxies with (default: this one)")
+	fl.StringVar(&cfg.Bin, "bin", "", "orchard binary to run the proxies with (default: orchard beside this binary)")
 	fl.StringVar(&cfg.RedisServer, "redis-server", "", "redis-server binary (default: from PATH)")
 	fl.StringVar(&cfg.WorkDir, "work-dir", "", "keep stores and process logs here (default: a temporary directory, removed)")
 	fl.StringSliceVar(&cfg.Targets, "targets", loadgen.TargetKeys(), "targets to run: a upstream, b bare, c orchard, d orchard-redis, e orchard-redis-vllm, f orchard-vllm")
@@ -69,12 +94,16 @@ at each --concurrency (closed loop) and once at --rate (open loop). Prints a tab
 }
 
 func runBench(cmd *cobra.Command, cfg loadgen.Config, out string) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find own binary: %w", err)
+	}
+	cfg.BenchBin = exe
 	if cfg.Bin == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return fmt.Errorf("find own binary: %w", err)
-		}
-		cfg.Bin = exe
+		cfg.Bin = filepath.Join(filepath.Dir(exe), "orchard")
+	}
+	if _, err := os.Stat(cfg.Bin); err != nil {
+		return fmt.Errorf("orchard binary (--bin): %w", err)
 	}
 	cfg.Progress = cmd.ErrOrStderr()
 	rep, err := loadgen.RunSuite(cmd.Context(), cfg)
@@ -92,8 +121,8 @@ func runBench(cmd *cobra.Command, cfg loadgen.Config, out string) error {
 		fmt.Fprintf(cmd.OutOrStdout(), "\nresults: %s\n", path)
 	}
 	if rep.Failed() {
-		fmt.Fprintln(cmd.ErrOrStderr(), "orchard bench: some streams failed (see the err and trunc columns)")
-		return exitError{code: 1}
+		fmt.Fprintln(cmd.ErrOrStderr(), "orchard-bench: some streams failed (see the err and trunc columns)")
+		return errStreamsFailed
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package loadgen
+package main
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orchard-rl/orchard/internal/loadgen"
 	"github.com/orchard-rl/orchard/proxy"
 	"github.com/orchard-rl/orchard/recorder"
 	"github.com/orchard-rl/orchard/recorder/embedded"
@@ -24,12 +25,12 @@ import (
 // run it with -cpuprofile and focus on package proxy to see what the
 // recording proxy adds to the bare one:
 //
-//	go test -run '^$' -bench Proxy/orchard -cpuprofile cpu.out ./internal/loadgen
+//	go test -run '^$' -bench Proxy/orchard -cpuprofile cpu.out ./cmd/orchard-bench
 //	go tool pprof -top -focus 'orchard/proxy|orchard/recorder' cpu.out
 func BenchmarkProxy(b *testing.B) {
-	var sc Scenario
+	var sc loadgen.Scenario
 	sc.Defaults()
-	up, err := NewUpstream(sc)
+	up, err := loadgen.NewUpstream(sc)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -41,7 +42,7 @@ func BenchmarkProxy(b *testing.B) {
 			var h http.Handler
 			switch {
 			case tc.bare:
-				h = NewBareProxy(u)
+				h = loadgen.NewBareProxy(u)
 			case tc.kind != "":
 				ph, stop := orchardHandler(b, u, tc.kind, tc.store)
 				defer stop()
@@ -74,13 +75,13 @@ var proxyCases = []struct {
 
 // BenchmarkProxyStreams256 runs 256 concurrent streams through each proxy
 // in process and reports the peak heap in use (sampled every 100ms) next to
-// the allocations per call: the in-process view of issue 7's "peak RSS <=
-// 64 MB at 256 concurrent streams". The heap also holds the upstream's and
+// the allocations per call: the in-process view of the
+// "peak RSS at 256 concurrent streams" target. The heap also holds the upstream's and
 // the clients' buffers; compare a proxy with bare, not with 64 MB.
 func BenchmarkProxyStreams256(b *testing.B) {
-	var sc Scenario
+	var sc loadgen.Scenario
 	sc.Defaults()
-	up, err := NewUpstream(sc)
+	up, err := loadgen.NewUpstream(sc)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -89,7 +90,7 @@ func BenchmarkProxyStreams256(b *testing.B) {
 	u, _ := url.Parse(us.URL)
 	for _, tc := range proxyCases[1:] {
 		b.Run(tc.name, func(b *testing.B) {
-			var h http.Handler = NewBareProxy(u)
+			var h http.Handler = loadgen.NewBareProxy(u)
 			if !tc.bare {
 				ph, stop := orchardHandler(b, u, tc.kind, tc.store)
 				defer stop()
@@ -97,7 +98,7 @@ func BenchmarkProxyStreams256(b *testing.B) {
 			}
 			ps := httptest.NewServer(h)
 			defer ps.Close()
-			c, err := NewClient(ps.URL, sc, 512)
+			c, err := loadgen.NewClient(ps.URL, sc, 512)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -172,9 +173,9 @@ func orchardHandler(b *testing.B, u *url.URL, kind string, store bool) (http.Han
 
 // benchCalls runs b.N calls against base from 8 goroutines (on 2 CPUs), each playing
 // episodes turn by turn.
-func benchCalls(b *testing.B, sc Scenario, base string) {
+func benchCalls(b *testing.B, sc loadgen.Scenario, base string) {
 	b.Helper()
-	c, err := NewClient(base, sc, 64)
+	c, err := loadgen.NewClient(base, sc, 64)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -185,19 +186,19 @@ func benchCalls(b *testing.B, sc Scenario, base string) {
 
 // benchCallsNoSetup runs b.N calls with c from GOMAXPROCS x the benchmark's
 // parallelism goroutines.
-func benchCallsNoSetup(b *testing.B, sc Scenario, c *Client) {
+func benchCallsNoSetup(b *testing.B, sc loadgen.Scenario, c *loadgen.Client) {
 	var worker atomic.Int64
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		w := int(worker.Add(1))
-		var buf buffers
+		var buf loadgen.Buffers
 		for i := 0; pb.Next(); i++ {
 			ep := "bench-" + strconv.Itoa(w) + "-" + strconv.Itoa(i/sc.Turns)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			res := c.Do(ctx, &buf, ep, i%sc.Turns, time.Now())
 			cancel()
-			if res.Outcome != OK {
+			if res.Outcome != loadgen.OK {
 				b.Errorf("call %d: %v: %s", i, res.Outcome, res.Err)
 				return
 			}
