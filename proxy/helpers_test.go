@@ -5,7 +5,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/orchard-rl/orchard/internal/proxytest"
+	"github.com/orchard-rl/orchard/proxy/proxytest"
 	"github.com/orchard-rl/orchard/proxy"
 )
 

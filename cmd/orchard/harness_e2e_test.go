@@ -16,7 +16,7 @@ import (
 
 	"github.com/orchard-rl/orchard/envd/local"
 	"github.com/orchard-rl/orchard/internal/llmtest"
-	"github.com/orchard-rl/orchard/internal/proxytest"
+	"github.com/orchard-rl/orchard/proxy/proxytest"
 	"github.com/orchard-rl/orchard/recorder"
 )
 

@@ -1,3 +1,6 @@
+// Package sdktest checks the recording proxy against the official OpenAI and
+// Anthropic Go SDKs: their requests pass through unchanged and their
+// streams parse as they would against the provider.
 package sdktest
 
 import (
@@ -10,7 +13,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 
-	"github.com/orchard-rl/orchard/internal/proxytest"
+	"github.com/orchard-rl/orchard/proxy/proxytest"
 	"github.com/orchard-rl/orchard/recorder"
 )
 
