@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/orchard-rl/orchard/internal/llmtest"
-	"github.com/orchard-rl/orchard/proxy/proxytest"
 	"github.com/orchard-rl/orchard/proxy"
+	"github.com/orchard-rl/orchard/proxy/proxytest"
 	"github.com/orchard-rl/orchard/recorder"
 )
 

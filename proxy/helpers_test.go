@@ -5,8 +5,8 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/orchard-rl/orchard/proxy/proxytest"
 	"github.com/orchard-rl/orchard/proxy"
+	"github.com/orchard-rl/orchard/proxy/proxytest"
 )
 
 type (

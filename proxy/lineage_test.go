@@ -7,8 +7,8 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/orchard-rl/orchard/internal/llmtest"
-	"github.com/orchard-rl/orchard/proxy/proxytest"
 	"github.com/orchard-rl/orchard/proxy"
+	"github.com/orchard-rl/orchard/proxy/proxytest"
 	"github.com/orchard-rl/orchard/recorder"
 )
 
