@@ -15,9 +15,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/orchard-rl/orchard/internal/llmtest"
-	"github.com/orchard-rl/orchard/proxy/proxytest"
 	"github.com/orchard-rl/orchard/internal/redistest"
 	"github.com/orchard-rl/orchard/proxy"
+	"github.com/orchard-rl/orchard/proxy/proxytest"
 	"github.com/orchard-rl/orchard/recorder"
 )
 
