@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 
@@ -127,8 +129,8 @@ func (a *episodeAPI) create(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.ID == "" {
 		req.ID = newEpisodeID()
-	} else if !validEpisodeID(req.ID) {
-		writeError(w, "", badRequest("id "+quote(req.ID)+" is not valid: use 1-128 characters of A-Z a-z 0-9 . _ : -"))
+	} else if e := checkEpisodeID(req.ID); e != nil {
+		writeError(w, "", e)
 		return
 	}
 	if _, err := a.store.Episode(r.Context(), req.ID); err == nil {
@@ -314,6 +316,11 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	if err != nil {
 		writeError(w, "", &Error{Status: http.StatusInternalServerError, Type: "internal", Message: err.Error()})
 		return
+	}
+	// Records written before bodies were kept as base64 may hold invalid
+	// UTF-8 inside JSON strings; what the API emits is always valid JSON.
+	if !utf8.Valid(b) {
+		b = bytes.ToValidUTF8(b, []byte("\uFFFD"))
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)

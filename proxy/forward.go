@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httputil"
@@ -27,6 +28,10 @@ func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rest := chi.URLParam(r, "*")
 	api := apiFor(r.Method, rest)
+	if hasDotSegment(r.URL.Path) || hasDotSegment(rest) {
+		writeError(w, api, badRequest("path "+quote(r.URL.Path)+" has a . or .. segment; send the path as the API names it"))
+		return
+	}
 	att, aerr := h.attribute(r)
 	if aerr != nil {
 		writeError(w, api, aerr)
@@ -74,7 +79,15 @@ func (x *exchange) readRequest(r *http.Request) *Error {
 	x.reqEncoding = r.Header.Get("Content-Encoding")
 	x.reqBody = body
 	if x.reqEncoding != "" {
-		dec, err := decodeBody(x.reqEncoding, body)
+		dec, err := decodeBody(x.reqEncoding, body, requestDecodeLimit(len(body), max))
+		if errors.Is(err, errDecodedTooLarge) {
+			// Nothing of it is forwarded or stored: a record of it could
+			// be too large to read back, and the bytes are most likely an
+			// attack on the proxy's memory.
+			return &Error{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error",
+				Message: "request body inflates past the proxy's limit of " + strconv.FormatInt(requestDecodeLimit(len(body), max), 10) +
+					" bytes (" + x.reqEncoding + "; the limit is --max-body, and at most " + strconv.Itoa(maxDecodeRatio) + "x the encoded size above 8 MiB)"}
+		}
 		if err != nil {
 			// Forward unchanged; record the bytes as they came.
 			x.reqDecodeErr = err.Error()
