@@ -273,15 +273,16 @@ func (a *episodeAPI) get(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, sum)
 		return
 	}
-	calls, err := a.store.Calls(r.Context(), id)
+	calls, bad, err := recorder.CallsChecked(r.Context(), a.store, id)
 	if err != nil {
 		writeError(w, "", storeError(err))
 		return
 	}
 	writeJSON(w, http.StatusOK, struct {
 		*recorder.EpisodeSummary
-		CallList []*recorder.Call `json:"call_list"`
-	}{sum, nonNil(calls)})
+		CallList    []*recorder.Call       `json:"call_list"`
+		Quarantined []recorder.Quarantined `json:"quarantined,omitempty"`
+	}{sum, nonNil(calls), bad})
 }
 
 func nonNil[T any](s []T) []T {
