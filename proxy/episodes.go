@@ -38,6 +38,7 @@ type episodeAPI struct {
 	publicURL  string // base URL sandboxes reach the proxy at; "" means the request's Host
 	tokenTTL   time.Duration
 	finished   *finishedCache
+	createMu   sync.Mutex // serialises create's check and put
 
 	mu      sync.Mutex           // guards following
 	running map[string]time.Time // episodes seen running, and when
@@ -48,8 +49,14 @@ type episodeAPI struct {
 // here at most this much later.
 const runningRecheck = time.Second
 
+// revocationDeadline bounds the store lookup of a revocation check, so that
+// a paused store adds at most this much to a call (it once added 35-40 s).
+const revocationDeadline = 250 * time.Millisecond
+
 // revoked reports whether episode's tokens are revoked: it has finished or
-// no longer exists. A store that cannot answer does not block calls.
+// no longer exists. When the store cannot answer within revocationDeadline
+// the check fails closed, except for an episode this replica has seen
+// running (its token was good then, and finishes seen here are cached).
 func (a *episodeAPI) revoked(ctx context.Context, episode string) bool {
 	if a.finished.has(episode) {
 		return true
@@ -60,12 +67,14 @@ func (a *episodeAPI) revoked(ctx context.Context, episode string) bool {
 	if ok && time.Since(seen) < runningRecheck {
 		return false
 	}
-	sum, err := a.store.Episode(ctx, episode)
+	lctx, cancel := context.WithTimeout(ctx, revocationDeadline)
+	defer cancel()
+	sum, err := a.store.Episode(lctx, episode)
 	switch {
 	case errors.Is(err, recorder.ErrNotFound):
 		return true
 	case err != nil:
-		return false
+		return !ok
 	case sum.Status != recorder.StatusRunning && sum.Status != "":
 		a.finished.add(episode)
 		a.mu.Lock()
@@ -133,13 +142,21 @@ func (a *episodeAPI) create(w http.ResponseWriter, r *http.Request) {
 		writeError(w, "", e)
 		return
 	}
-	if _, err := a.store.Episode(r.Context(), req.ID); err == nil {
+	// Check and put under one lock, so that two concurrent creates of one
+	// id on this replica cannot both succeed (across replicas sharing
+	// Redis the window remains: see docs/failure-modes.md).
+	a.createMu.Lock()
+	_, err := a.store.Episode(r.Context(), req.ID)
+	if err == nil {
+		a.createMu.Unlock()
 		writeError(w, "", &Error{Status: http.StatusConflict, Type: "conflict", Message: "episode " + req.ID + " already exists"})
 		return
 	}
 	ep := &recorder.Episode{ID: req.ID, TaskID: req.TaskID, GroupID: req.GroupID, Metadata: req.Metadata,
 		CreatedAt: time.Now().UTC(), Status: recorder.StatusRunning}
-	if err := a.store.PutEpisode(r.Context(), ep); err != nil {
+	err = a.store.PutEpisode(r.Context(), ep)
+	a.createMu.Unlock()
+	if err != nil {
 		writeError(w, "", storeError(err))
 		return
 	}
