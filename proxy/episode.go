@@ -52,9 +52,10 @@ func (h *Handler) attribute(r *http.Request) (attribution, *Error) {
 		}
 		claimed = hv
 	}
-	if claimed != "" && !validEpisodeID(claimed) {
-		return a, &Error{Status: http.StatusBadRequest, Type: "invalid_request_error",
-			Message: "episode id " + quote(claimed) + " is not valid: use 1-128 characters of A-Z a-z 0-9 . _ : -"}
+	if claimed != "" {
+		if e := checkEpisodeID(claimed); e != nil {
+			return a, e
+		}
 	}
 	if h.opts.Tokens != nil && a.credValue != "" {
 		ep, err := h.opts.Tokens.Verify(a.credValue)
@@ -100,10 +101,24 @@ func credential(h http.Header) (int, string) {
 	return credNone, ""
 }
 
+// checkEpisodeID returns a 400 naming what is wrong with an episode id a
+// client chose, or nil: it must be valid and not the reserved bucket of
+// calls without an episode (naming it would merge into that bucket).
+func checkEpisodeID(id string) *Error {
+	if !validEpisodeID(id) {
+		return badRequest("episode id " + quote(id) + " is not valid: use 1-128 characters of A-Z a-z 0-9 . _ : -, not only dots")
+	}
+	if id == recorder.Unattributed {
+		return badRequest("episode id " + quote(id) + " is reserved for calls that name no episode; choose another")
+	}
+	return nil
+}
+
 // validEpisodeID reports whether s is usable as an episode id: it appears
-// in URLs, Redis keys and file names.
+// in URLs, Redis keys and file names, so it is not made of dots only
+// ("." and ".." are path segments clients normalise away).
 func validEpisodeID(s string) bool {
-	if len(s) == 0 || len(s) > 128 {
+	if len(s) == 0 || len(s) > 128 || strings.Trim(s, ".") == "" {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
@@ -122,4 +137,17 @@ func quote(s string) string {
 		s = s[:64] + "..."
 	}
 	return `"` + s + `"`
+}
+
+// hasDotSegment reports whether the slash-separated path p has a "." or
+// ".." segment. Such a path is refused rather than forwarded: the upstream
+// (or a proxy before it) would resolve it to another route than the one the
+// proxy recorded and authorised.
+func hasDotSegment(p string) bool {
+	for seg := range strings.SplitSeq(p, "/") {
+		if seg == "." || seg == ".." {
+			return true
+		}
+	}
+	return false
 }

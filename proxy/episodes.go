@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 
@@ -36,6 +38,7 @@ type episodeAPI struct {
 	publicURL  string // base URL sandboxes reach the proxy at; "" means the request's Host
 	tokenTTL   time.Duration
 	finished   *finishedCache
+	createMu   sync.Mutex // serialises create's check and put
 
 	mu      sync.Mutex           // guards following
 	running map[string]time.Time // episodes seen running, and when
@@ -46,8 +49,14 @@ type episodeAPI struct {
 // here at most this much later.
 const runningRecheck = time.Second
 
+// revocationDeadline bounds the store lookup of a revocation check, so that
+// a paused store adds at most this much to a call (it once added 35-40 s).
+const revocationDeadline = 250 * time.Millisecond
+
 // revoked reports whether episode's tokens are revoked: it has finished or
-// no longer exists. A store that cannot answer does not block calls.
+// no longer exists. When the store cannot answer within revocationDeadline
+// the check fails closed, except for an episode this replica has seen
+// running (its token was good then, and finishes seen here are cached).
 func (a *episodeAPI) revoked(ctx context.Context, episode string) bool {
 	if a.finished.has(episode) {
 		return true
@@ -58,12 +67,14 @@ func (a *episodeAPI) revoked(ctx context.Context, episode string) bool {
 	if ok && time.Since(seen) < runningRecheck {
 		return false
 	}
-	sum, err := a.store.Episode(ctx, episode)
+	lctx, cancel := context.WithTimeout(ctx, revocationDeadline)
+	defer cancel()
+	sum, err := a.store.Episode(lctx, episode)
 	switch {
 	case errors.Is(err, recorder.ErrNotFound):
 		return true
 	case err != nil:
-		return false
+		return !ok
 	case sum.Status != recorder.StatusRunning && sum.Status != "":
 		a.finished.add(episode)
 		a.mu.Lock()
@@ -127,17 +138,25 @@ func (a *episodeAPI) create(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.ID == "" {
 		req.ID = newEpisodeID()
-	} else if !validEpisodeID(req.ID) {
-		writeError(w, "", badRequest("id "+quote(req.ID)+" is not valid: use 1-128 characters of A-Z a-z 0-9 . _ : -"))
+	} else if e := checkEpisodeID(req.ID); e != nil {
+		writeError(w, "", e)
 		return
 	}
-	if _, err := a.store.Episode(r.Context(), req.ID); err == nil {
+	// Check and put under one lock, so that two concurrent creates of one
+	// id on this replica cannot both succeed (across replicas sharing
+	// Redis the window remains: see docs/failure-modes.md).
+	a.createMu.Lock()
+	_, err := a.store.Episode(r.Context(), req.ID)
+	if err == nil {
+		a.createMu.Unlock()
 		writeError(w, "", &Error{Status: http.StatusConflict, Type: "conflict", Message: "episode " + req.ID + " already exists"})
 		return
 	}
 	ep := &recorder.Episode{ID: req.ID, TaskID: req.TaskID, GroupID: req.GroupID, Metadata: req.Metadata,
 		CreatedAt: time.Now().UTC(), Status: recorder.StatusRunning}
-	if err := a.store.PutEpisode(r.Context(), ep); err != nil {
+	err = a.store.PutEpisode(r.Context(), ep)
+	a.createMu.Unlock()
+	if err != nil {
 		writeError(w, "", storeError(err))
 		return
 	}
@@ -271,15 +290,16 @@ func (a *episodeAPI) get(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, sum)
 		return
 	}
-	calls, err := a.store.Calls(r.Context(), id)
+	calls, bad, err := recorder.CallsChecked(r.Context(), a.store, id)
 	if err != nil {
 		writeError(w, "", storeError(err))
 		return
 	}
 	writeJSON(w, http.StatusOK, struct {
 		*recorder.EpisodeSummary
-		CallList []*recorder.Call `json:"call_list"`
-	}{sum, nonNil(calls)})
+		CallList    []*recorder.Call       `json:"call_list"`
+		Quarantined []recorder.Quarantined `json:"quarantined,omitempty"`
+	}{sum, nonNil(calls), bad})
 }
 
 func nonNil[T any](s []T) []T {
@@ -314,6 +334,11 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	if err != nil {
 		writeError(w, "", &Error{Status: http.StatusInternalServerError, Type: "internal", Message: err.Error()})
 		return
+	}
+	// Records written before bodies were kept as base64 may hold invalid
+	// UTF-8 inside JSON strings; what the API emits is always valid JSON.
+	if !utf8.Valid(b) {
+		b = bytes.ToValidUTF8(b, []byte("\uFFFD"))
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)

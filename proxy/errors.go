@@ -13,6 +13,7 @@ type Error struct {
 	Status  int
 	Type    string // machine-readable kind, e.g. "invalid_request_error"
 	Message string // what happened and what to do about it
+	cause   error  // the underlying failure, when there is one
 }
 
 func (e *Error) Error() string { return e.Message }

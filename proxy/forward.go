@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"strconv"
@@ -27,6 +29,10 @@ func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rest := chi.URLParam(r, "*")
 	api := apiFor(r.Method, rest)
+	if hasDotSegment(r.URL.Path) || hasDotSegment(rest) {
+		writeError(w, api, badRequest("path "+quote(r.URL.Path)+" has a . or .. segment; send the path as the API names it"))
+		return
+	}
 	att, aerr := h.attribute(r)
 	if aerr != nil {
 		writeError(w, api, aerr)
@@ -37,7 +43,7 @@ func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
 		x.up = h.opts.Anthropic
 	}
 	if api != "" {
-		if e := x.readRequest(r); e != nil {
+		if e := x.readRequestBy(w, r); e != nil {
 			writeError(w, api, e)
 			return
 		}
@@ -53,6 +59,24 @@ func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
 	h.rp.ServeHTTP(w, r.WithContext(context.WithValue(ctx, exchangeKey{}, x)))
 }
 
+// readRequestBy is readRequest under the body read deadline, which is
+// lifted afterwards so that it never limits the response stream.
+func (x *exchange) readRequestBy(w http.ResponseWriter, r *http.Request) *Error {
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Now().Add(x.h.opts.BodyReadTimeout)) // unsupported writers (tests' recorders) just have none
+	e := x.readRequest(r)
+	var ne net.Error
+	if e != nil && e.Status == http.StatusBadRequest && errors.As(e.cause, &ne) && ne.Timeout() {
+		// The deadline stays: the server's read of the rest of the body
+		// fails too, and it closes the connection of the slow client.
+		w.Header().Set("Connection", "close")
+		return &Error{Status: http.StatusRequestTimeout, Type: "invalid_request_error",
+			Message: "the request body did not arrive within " + x.h.opts.BodyReadTimeout.String() + " (raise --body-timeout)"}
+	}
+	rc.SetReadDeadline(time.Time{})
+	return e
+}
+
 // readRequest reads the body of a recorded call, decides what to send
 // upstream and what to strip from the response.
 func (x *exchange) readRequest(r *http.Request) *Error {
@@ -64,7 +88,7 @@ func (x *exchange) readRequest(r *http.Request) *Error {
 	}
 	body, err := readAll(r.Body, r.ContentLength, max+1)
 	if err != nil {
-		return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: "reading the request body: " + err.Error()}
+		return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: "reading the request body: " + err.Error(), cause: err}
 	}
 	if int64(len(body)) > max {
 		return tooBig
@@ -74,7 +98,15 @@ func (x *exchange) readRequest(r *http.Request) *Error {
 	x.reqEncoding = r.Header.Get("Content-Encoding")
 	x.reqBody = body
 	if x.reqEncoding != "" {
-		dec, err := decodeBody(x.reqEncoding, body)
+		dec, err := decodeBody(x.reqEncoding, body, requestDecodeLimit(len(body), max))
+		if errors.Is(err, errDecodedTooLarge) {
+			// Nothing of it is forwarded or stored: a record of it could
+			// be too large to read back, and the bytes are most likely an
+			// attack on the proxy's memory.
+			return &Error{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error",
+				Message: "request body inflates past the proxy's limit of " + strconv.FormatInt(requestDecodeLimit(len(body), max), 10) +
+					" bytes (" + x.reqEncoding + "; the limit is --max-body, and at most " + strconv.Itoa(maxDecodeRatio) + "x the encoded size above 8 MiB)"}
+		}
 		if err != nil {
 			// Forward unchanged; record the bytes as they came.
 			x.reqDecodeErr = err.Error()

@@ -76,6 +76,10 @@ type Options struct {
 	IdleTimeout time.Duration
 	// MaxBodyBytes caps a request body; larger ones get 413. Default 256 MiB.
 	MaxBodyBytes int64
+	// BodyReadTimeout bounds how long a recorded call's request body may
+	// take to arrive (slow clients get 408). It is lifted once the body is
+	// in, so it never limits the response stream. Default 5m.
+	BodyReadTimeout time.Duration
 	// Transport carries upstream requests; nil means a tuned http.Transport.
 	Transport http.RoundTripper
 	// Logger receives operational logs; nil discards them.
@@ -135,6 +139,9 @@ func New(opts Options) *Handler {
 	}
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = 256 << 20
+	}
+	if opts.BodyReadTimeout <= 0 {
+		opts.BodyReadTimeout = 5 * time.Minute
 	}
 	if opts.Workers <= 0 {
 		opts.Workers = 2

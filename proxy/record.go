@@ -2,7 +2,9 @@ package proxy
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/orchard-rl/orchard/proxy/assemble"
@@ -24,10 +26,11 @@ func (h *Handler) record(x *exchange) {
 		t := x.headerAt.UTC()
 		c.FirstByteAt = &t
 	}
-	if x.reqJSON {
+	if x.reqJSON && utf8.Valid(x.reqBody) {
 		c.Request = x.reqBody
-	} else {
-		c.Request, c.RequestRaw = jsonOrString(x.reqBody)
+	} else if len(x.reqBody) > 0 {
+		c.RequestRaw = true
+		c.Request, c.RequestEncoding = keepBytes(x.reqBody)
 	}
 	if x.reqDecodeErr != "" {
 		c.Error = "request body kept as sent: " + x.reqDecodeErr
@@ -73,14 +76,14 @@ func (h *Handler) recordResponse(c *recorder.Call, x *exchange) {
 	if x.resp == nil {
 		return
 	}
-	body, err := decodeBody(x.respEncoding, x.resp.Bytes())
+	body, err := decodeBody(x.respEncoding, x.resp.Bytes(), h.opts.MaxBodyBytes)
 	if err != nil {
-		c.Response, _ = jsonOrString(bytes.Clone(x.resp.Bytes()))
+		c.Response, c.ResponseEncoding = jsonOrString(bytes.Clone(x.resp.Bytes()))
 		c.Error = "response kept as received: " + err.Error()
 		return
 	}
 	if c.Status < 200 || c.Status >= 300 || !assembles(c.API) {
-		c.Response, _ = jsonOrString(bytes.Clone(body))
+		c.Response, c.ResponseEncoding = jsonOrString(bytes.Clone(body))
 		return
 	}
 	if x.sse {
@@ -107,7 +110,7 @@ func (h *Handler) assembled(c *recorder.Call, res assemble.Result, body []byte, 
 		c.Error = res.Err
 	}
 	if c.Response == nil && body != nil {
-		c.Response, _ = jsonOrString(bytes.Clone(body))
+		c.Response, c.ResponseEncoding = jsonOrString(bytes.Clone(body))
 	}
 }
 
@@ -120,17 +123,29 @@ func assembles(api string) bool {
 	return false
 }
 
-// jsonOrString returns b itself when it is one JSON value, else b as a JSON
-// string (and true), so that a malformed body is still recorded exactly.
-func jsonOrString(b []byte) (json.RawMessage, bool) {
+// jsonOrString returns b itself when it is one valid UTF-8 JSON value, else
+// b kept by [keepBytes], so that a malformed body is still recorded exactly.
+func jsonOrString(b []byte) (json.RawMessage, string) {
 	if len(b) == 0 {
-		return nil, false
+		return nil, ""
 	}
-	if json.Valid(b) {
-		return json.RawMessage(b), false
+	if utf8.Valid(b) && json.Valid(b) {
+		return json.RawMessage(b), ""
 	}
-	s, _ := json.Marshal(string(b))
-	return s, true
+	return keepBytes(b)
+}
+
+// keepBytes returns b as a JSON string: the text itself when b is valid
+// UTF-8, else its base64 and [recorder.EncodingBase64]. Either way the
+// bytes come back exactly (encoding/json would turn invalid UTF-8 into
+// U+FFFD).
+func keepBytes(b []byte) (json.RawMessage, string) {
+	if utf8.Valid(b) {
+		s, _ := json.Marshal(string(b))
+		return s, ""
+	}
+	s, _ := json.Marshal(base64.StdEncoding.EncodeToString(b))
+	return s, recorder.EncodingBase64
 }
 
 // owned returns b, copied if it points into buf.

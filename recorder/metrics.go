@@ -6,6 +6,7 @@ import "github.com/prometheus/client_golang/prometheus"
 // registered by whoever owns the registry (no global registry here).
 type pipelineMetrics struct {
 	queued, written, spilled, replayed prometheus.Counter
+	dropped                            prometheus.Counter
 	latency                            prometheus.Histogram
 	collectors                         []prometheus.Collector
 }
@@ -19,6 +20,7 @@ func newPipelineMetrics(p *Pipeline) *pipelineMetrics {
 		written:  counter("written_total", "Calls written to the store from the queue."),
 		spilled:  counter("spilled_total", "Calls appended to the local spill file."),
 		replayed: counter("replayed_total", "Calls written to the store from the spill file."),
+		dropped:  counter("dropped_total", "Calls lost: neither the store nor the spill file took them and the in-memory backlog was full."),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "orchard", Subsystem: "recorder", Name: "write_duration_seconds",
 			Help:    "Duration of store writes (one batch each), failed ones included.",
@@ -35,6 +37,10 @@ func newPipelineMetrics(p *Pipeline) *pipelineMetrics {
 		defer p.spill.mu.Unlock()
 		return float64(p.spill.end - p.spill.off)
 	})
-	m.collectors = []prometheus.Collector{m.queued, m.written, m.spilled, m.replayed, m.latency, queueLen, spillBytes}
+	backlog := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "orchard", Subsystem: "recorder", Name: "spill_backlog_bytes",
+		Help: "Bytes of calls held in memory because the spill file cannot be written (a full disk).",
+	}, func() float64 { n, _ := p.spill.backlogSize(); return float64(n) })
+	m.collectors = []prometheus.Collector{m.queued, m.written, m.spilled, m.replayed, m.dropped, m.latency, queueLen, spillBytes, backlog}
 	return m
 }

@@ -5,8 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -48,6 +50,10 @@ type PipelineOptions struct {
 	// ShutdownReplay bounds how long Start, once its context is done, keeps
 	// replaying the spill file into a store that answers. Default 30s.
 	ShutdownReplay time.Duration
+	// MaxBacklogBytes bounds the calls held in memory when the spill file
+	// cannot be written either (a full disk); past it calls are dropped,
+	// counted in orchard_recorder_dropped_total and logged. Default 64 MiB.
+	MaxBacklogBytes int
 	// Logger receives store failures and recoveries. Nil discards.
 	Logger *slog.Logger
 }
@@ -63,6 +69,9 @@ func (o *PipelineOptions) setDefaults() {
 	}
 	if o.BatchSize <= 0 {
 		o.BatchSize = 64
+	}
+	if o.MaxBacklogBytes <= 0 {
+		o.MaxBacklogBytes = 64 << 20
 	}
 	def(&o.BatchDelay, 10*time.Millisecond)
 	def(&o.SlowAfter, 2*time.Second)
@@ -92,6 +101,7 @@ type Pipeline struct {
 	kick  chan struct{} // Record spilled a call: replay it soon
 	spill spill
 	m     *pipelineMetrics
+	drops atomic.Int64
 
 	mu      sync.RWMutex // guards following
 	started bool
@@ -108,9 +118,11 @@ func NewPipeline(store Writer, opts PipelineOptions) *Pipeline {
 	p := &Pipeline{
 		store: store, opts: opts, log: opts.Logger,
 		queue: make(chan *Call, opts.QueueSize), kick: make(chan struct{}, 1),
-		spill: spill{dir: opts.SpillDir},
+		spill: spill{dir: opts.SpillDir, maxBacklog: opts.MaxBacklogBytes},
 	}
 	p.m = newPipelineMetrics(p)
+	p.spill.onWrite = func(n int) { p.m.spilled.Add(float64(n)) }
+	p.spill.onDrop = p.dropped
 	return p
 }
 
@@ -141,9 +153,8 @@ func (p *Pipeline) Record(c *Call) {
 	}
 	p.mu.RUnlock()
 	if err := p.spill.append([]*Call{c}); err != nil {
-		p.log.Error("spill call", "call", c.CallID, "err", err)
+		p.log.Error("spill call; holding it in memory", "call", c.CallID, "err", err)
 	}
-	p.m.spilled.Inc()
 	select {
 	case p.kick <- struct{}{}:
 	default:
@@ -174,11 +185,38 @@ func (p *Pipeline) Start(ctx context.Context) error {
 		p.stopped = true
 		p.mu.Unlock()
 		p.drainQueueToSpill()
-		return err
+		return errors.Join(err, p.lost())
 	}
 	l := newWriterLoop(p)
 	l.run(ctx)
-	return l.drain()
+	return errors.Join(l.drain(), p.lost())
+}
+
+// Open locks the spill directory and opens the spill file, so that a
+// second process on the same directory fails (with [ErrSpillLocked])
+// before it serves anything. Start opens it if Open was not called.
+func (p *Pipeline) Open() error { return p.spill.open() }
+
+// ErrDropped is wrapped by the error of [Pipeline.Start] when calls were
+// lost: neither the store nor the spill file would take them and the
+// in-memory backlog was full, or the process stopped while they waited.
+var ErrDropped = errors.New("calls dropped")
+
+// Dropped returns how many calls were lost so far (see [ErrDropped]).
+func (p *Pipeline) Dropped() int64 { return p.drops.Load() }
+
+func (p *Pipeline) dropped(n int, why error) {
+	p.drops.Add(int64(n))
+	p.m.dropped.Add(float64(n))
+	p.log.Error("calls dropped: neither the store nor the spill file takes them and the in-memory backlog is full",
+		"calls", n, "dropped_total", p.drops.Load(), "max_backlog_bytes", p.opts.MaxBacklogBytes, "err", why)
+}
+
+func (p *Pipeline) lost() error {
+	if n := p.drops.Load(); n > 0 {
+		return fmt.Errorf("%d calls were not recorded: %w", n, ErrDropped)
+	}
+	return nil
 }
 
 func (p *Pipeline) drainQueueToSpill() {
@@ -191,7 +229,7 @@ func (p *Pipeline) drainQueueToSpill() {
 			if err := p.spill.append(calls); err != nil {
 				p.log.Error("spill calls at shutdown", "calls", len(calls), "err", err)
 			}
-			p.m.spilled.Add(float64(len(calls)))
+			p.spill.close() // drops (counting) what the disk would not take
 			return
 		}
 	}

@@ -22,6 +22,10 @@ const (
 	APIModels          = "models"
 )
 
+// EncodingBase64 is the value of [Call.RequestEncoding] and
+// [Call.ResponseEncoding] for bodies kept as base64.
+const EncodingBase64 = "base64"
+
 // End reasons recorded in [Call.EndReason].
 const (
 	EndDone          = "done"           // the response ended normally (terminal event seen, or a complete non-streaming body)
@@ -33,33 +37,42 @@ const (
 
 // Call is one recorded model call: the orchard.call/v1 record documented in
 // docs/record-format.md. Request and Response hold JSON documents; a request
-// body that was not valid JSON is kept as a JSON string with RequestRaw set.
+// body that was not valid UTF-8 JSON is kept as a JSON string with RequestRaw
+// set, and one that was not even valid UTF-8 as the base64 of its bytes in
+// that string, with RequestEncoding "base64" (ResponseEncoding likewise), so
+// that every record keeps the bytes exactly and is valid UTF-8 JSON.
 type Call struct {
-	Schema       string          `json:"schema"`
-	EpisodeID    string          `json:"episode_id"`
-	Seq          int64           `json:"seq"`
-	CallID       string          `json:"call_id"`
-	API          string          `json:"api"`
-	Method       string          `json:"method"`
-	Path         string          `json:"path"`
-	Model        string          `json:"model,omitempty"`
-	Stream       bool            `json:"stream"`
-	StartedAt    time.Time       `json:"started_at"`
-	FirstByteAt  *time.Time      `json:"first_byte_at,omitempty"`
-	EndedAt      time.Time       `json:"ended_at"`
-	Status       int             `json:"status"`
-	EndReason    string          `json:"end_reason"`
-	Error        string          `json:"error,omitempty"`
-	Request      json.RawMessage `json:"request,omitempty"`
-	RequestRaw   bool            `json:"request_raw,omitempty"`
-	Response     json.RawMessage `json:"response,omitempty"`
-	Usage        json.RawMessage `json:"usage,omitempty"`
-	Upstream     string          `json:"upstream"`
-	UpstreamKind string          `json:"upstream_kind,omitempty"`
-	Injected     []string        `json:"injected,omitempty"`
-	Harness      string          `json:"harness,omitempty"`
-	Tokens       *Tokens         `json:"tokens,omitempty"`
-	Lineage      *Lineage        `json:"lineage,omitempty"`
+	Schema      string          `json:"schema"`
+	EpisodeID   string          `json:"episode_id"`
+	Seq         int64           `json:"seq"`
+	CallID      string          `json:"call_id"`
+	API         string          `json:"api"`
+	Method      string          `json:"method"`
+	Path        string          `json:"path"`
+	Model       string          `json:"model,omitempty"`
+	Stream      bool            `json:"stream"`
+	StartedAt   time.Time       `json:"started_at"`
+	FirstByteAt *time.Time      `json:"first_byte_at,omitempty"`
+	EndedAt     time.Time       `json:"ended_at"`
+	Status      int             `json:"status"`
+	EndReason   string          `json:"end_reason"`
+	Error       string          `json:"error,omitempty"`
+	Request     json.RawMessage `json:"request,omitempty"`
+	RequestRaw  bool            `json:"request_raw,omitempty"`
+	// RequestEncoding is "base64" when Request holds the base64 of bytes
+	// that were not valid UTF-8; "" otherwise.
+	RequestEncoding string          `json:"request_encoding,omitempty"`
+	Response        json.RawMessage `json:"response,omitempty"`
+	// ResponseEncoding is "base64" when Response holds the base64 of a
+	// body that was not valid UTF-8; "" otherwise.
+	ResponseEncoding string          `json:"response_encoding,omitempty"`
+	Usage            json.RawMessage `json:"usage,omitempty"`
+	Upstream         string          `json:"upstream"`
+	UpstreamKind     string          `json:"upstream_kind,omitempty"`
+	Injected         []string        `json:"injected,omitempty"`
+	Harness          string          `json:"harness,omitempty"`
+	Tokens           *Tokens         `json:"tokens,omitempty"`
+	Lineage          *Lineage        `json:"lineage,omitempty"`
 }
 
 // Tokens holds the engine's own token ids for a call, when the upstream

@@ -9,9 +9,10 @@ import (
 // writer loop can keep spilling while a slow store holds it.
 type flight struct {
 	calls   []*Call
-	replay  bool  // the calls come from the spill file
-	next    int64 // replay: spill offset to advance to on success
-	spilled bool  // the calls were also spilled because the write was slow
+	replay  bool   // the calls come from the spill file
+	next    int64  // replay: spill offset to advance to on success
+	held    uint64 // replay from the spill's in-memory backlog: seq to acknowledge
+	spilled bool   // the calls were also spilled because the write was slow
 	err     error
 }
 
@@ -142,6 +143,9 @@ func (l *writerLoop) finish(f *flight) {
 	l.slowT.Stop()
 	n := float64(len(f.calls))
 	switch {
+	case f.err == nil && f.held > 0:
+		l.p.m.replayed.Add(n)
+		l.p.spill.ackBacklog(f.held)
 	case f.err == nil && f.replay:
 		l.p.m.replayed.Add(n)
 		done, err := l.p.spill.advance(f.next)
@@ -195,8 +199,12 @@ func (l *writerLoop) replay() {
 		l.p.log.Error("read spill", "err", err)
 	}
 	if len(calls) == 0 {
-		if done, err := l.p.spill.advance(next); err != nil {
+		done, err := l.p.spill.advance(next)
+		if err != nil {
 			l.p.log.Error("advance spill", "err", err)
+		}
+		if held, seq := l.p.spill.peekBacklog(l.flightMax()); len(held) > 0 && err == nil {
+			l.start(&flight{calls: held, replay: true, held: seq})
 		} else if !done {
 			l.armRetry(l.p.opts.RetryInterval)
 		}
@@ -217,9 +225,8 @@ func (l *writerLoop) toSpill(calls []*Call) {
 		return
 	}
 	if err := l.p.spill.append(calls); err != nil {
-		l.p.log.Error("spill calls", "calls", len(calls), "err", err)
+		l.p.log.Error("spill calls; holding them in memory", "calls", len(calls), "err", err)
 	}
-	l.p.m.spilled.Add(float64(len(calls)))
 }
 
 // drain stops intake, lands the write in flight, writes what is queued to
@@ -273,13 +280,16 @@ func (l *writerLoop) replayAtShutdown() {
 			l.p.log.Error("read spill at shutdown", "err", err)
 			return
 		}
+		f := &flight{calls: calls, replay: true, next: next}
 		if len(calls) == 0 {
 			if _, err := l.p.spill.advance(next); err != nil {
 				l.p.log.Error("advance spill", "err", err)
 			}
-			return
+			if f.calls, f.held = l.p.spill.peekBacklog(l.flightMax()); len(f.calls) == 0 {
+				return
+			}
 		}
-		go l.write(&flight{calls: calls, replay: true, next: next})
+		go l.write(f)
 		if l.settle(<-l.results) {
 			return // the store fails: the rest waits for the next start
 		}
@@ -293,6 +303,9 @@ func (l *writerLoop) settle(f *flight) bool {
 	switch {
 	case f.err != nil && !f.replay && !f.spilled:
 		l.toSpill(f.calls)
+	case f.err == nil && f.held > 0:
+		l.p.m.replayed.Add(n)
+		l.p.spill.ackBacklog(f.held)
 	case f.err == nil && f.replay:
 		l.p.m.replayed.Add(n)
 		if _, err := l.p.spill.advance(f.next); err != nil {

@@ -38,6 +38,8 @@ type proxyConfig struct {
 	TokenTTL    time.Duration // episode token lifetime; default 24h
 	Retention   time.Duration // finished episodes are deleted this long after finishing; 0 keeps them
 	PprofListen string        // address for net/http/pprof; "" disables it
+
+	serverLimits // spill dir and connection limits (proxy_limits.go)
 }
 
 // routeConfig sends one model's calls to another upstream.
@@ -99,6 +101,7 @@ func (c *proxyConfig) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.TokenTTL, "token-ttl", 24*time.Hour, "lifetime of episode tokens")
 	fs.DurationVar(&c.Retention, "retention", 0, "delete finished episodes this long after they finish, e.g. 168h (0: keep)")
 	fs.StringVar(&c.PprofListen, "pprof", "", "serve net/http/pprof on this address (e.g. 127.0.0.1:6060) for profiling; off by default")
+	c.serverLimits.register(fs)
 }
 
 // validate checks the settings that depend on each other.
@@ -121,7 +124,7 @@ func (c *proxyConfig) validate() error {
 	if c.MaxBody <= 0 || c.IdleTimeout <= 0 {
 		return errors.New("--max-body and --idle-timeout must be positive")
 	}
-	return nil
+	return c.serverLimits.validate()
 }
 
 // applyFile reads a YAML config file and sets every flag the command line

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"github.com/tidwall/gjson"
@@ -85,10 +87,11 @@ func newEpisodesShowCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("episode %s: %w", args[0], err)
 			}
-			calls, err := st.Calls(ctx, args[0])
+			calls, bad, err := recorder.CallsChecked(ctx, st, args[0])
 			if err != nil {
 				return fmt.Errorf("calls of %s: %w", args[0], err)
 			}
+			printQuarantined(cmd.ErrOrStderr(), bad)
 			if asJSON {
 				return writeJSONLines(cmd.OutOrStdout(), calls)
 			}
@@ -100,15 +103,35 @@ func newEpisodesShowCmd() *cobra.Command {
 	return cmd
 }
 
+// writeJSONLines writes one JSON value per line. Records stored before
+// bodies that are not UTF-8 were kept as base64 may hold invalid UTF-8 in
+// a string; such a line is written with U+FFFD in its place, so that the
+// output is always valid JSON.
 func writeJSONLines[T any](w io.Writer, items []T) error {
-	enc := json.NewEncoder(w)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	for _, it := range items {
+		buf.Reset()
 		if err := enc.Encode(it); err != nil {
+			return err
+		}
+		line := buf.Bytes()
+		if !utf8.Valid(line) {
+			line = bytes.ToValidUTF8(line, []byte("\uFFFD"))
+		}
+		if _, err := w.Write(line); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// printQuarantined reports an episode's records that cannot be decoded.
+func printQuarantined(w io.Writer, bad []recorder.Quarantined) {
+	for _, q := range bad {
+		fmt.Fprintf(w, "quarantined record %d of episode %s (call %s): %s\n", q.Position, q.EpisodeID, dash(q.CallID), q.Reason)
+	}
 }
 
 func printEpisodeTable(w io.Writer, eps []recorder.EpisodeSummary) error {

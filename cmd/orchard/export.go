@@ -31,6 +31,7 @@ type exportFlags struct {
 	workers  int
 	check    bool
 	onDrift  string
+	strict   bool
 }
 
 func newExportCmd() *cobra.Command {
@@ -55,6 +56,7 @@ func newExportCmd() *cobra.Command {
 	fl.StringSliceVar(&f.episodes, "episodes", nil, "export exactly these episode ids, in this order (comma-separated)")
 	fl.IntVar(&f.workers, "workers", 0, "episodes reconstructed in parallel (0: one per CPU); output order is the same for any value")
 	fl.BoolVar(&f.check, "check", false, "verify every token trajectory and report violations per drift class")
+	fl.BoolVar(&f.strict, "strict", false, "exit 1 when a stored record cannot be decoded (by default it is skipped and counted)")
 	fl.StringVar(&f.onDrift, "on-drift", reconstruct.DriftSplit, "what to do when token ids break inside a segment: split|drop|keep")
 	return cmd
 }
@@ -108,13 +110,17 @@ func runExport(cmd *cobra.Command, f *exportFlags) error {
 		bar = newExportBar(stderr)
 		opts.Progress = func(p reconstruct.Progress) { updateBar(bar, p, start) }
 	}
-	st, err := reconstruct.Export(cmd.Context(), src, out, opts)
+	qs := &quarantineSource{Store: src}
+	st, err := reconstruct.Export(cmd.Context(), qs, out, opts)
 	if bar != nil {
 		_ = bar.Finish()
 		fmt.Fprintln(stderr)
 	}
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
+	}
+	if err := qs.report(stderr, f.strict); err != nil {
+		return err // --strict: the output is not written
 	}
 	if err := out.commit(); err != nil {
 		return err

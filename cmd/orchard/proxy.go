@@ -76,13 +76,16 @@ func runProxy(ctx context.Context, cfg *proxyConfig, lg *slog.Logger, ready chan
 		defer stopPprof()
 	}
 	pipe := recorder.NewPipeline(store, recorder.PipelineOptions{SpillDir: spillDir(cfg), Logger: lg})
+	if err := pipe.Open(); err != nil {
+		return fmt.Errorf("open spill: %w", err)
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(pipe.Collectors()...)
 	h := proxy.New(proxy.Options{
 		Upstream: def, Anthropic: anth, Routes: routes,
 		Sink:        pipe,
-		IdleTimeout: cfg.IdleTimeout, MaxBodyBytes: cfg.MaxBody,
+		IdleTimeout: cfg.IdleTimeout, MaxBodyBytes: cfg.MaxBody, BodyReadTimeout: cfg.BodyTimeout,
 		Logger: lg,
 		Tokens: signer, RequireToken: cfg.Auth == "required",
 		Episodes: store, Signer: signer, AdminToken: cfg.AdminToken, PublicURL: cfg.PublicURL, TokenTTL: cfg.TokenTTL,
@@ -92,7 +95,8 @@ func runProxy(ctx context.Context, cfg *proxyConfig, lg *slog.Logger, ready chan
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
+	ln = newLimitListener(ln, cfg.MaxConns)
+	srv := cfg.serverLimits.newServer(h)
 	lg.Info("proxy listening", "addr", ln.Addr().String(), "upstream", def.String(), "store", storeName(cfg))
 	if ready != nil {
 		ready <- ln.Addr().String()
@@ -129,13 +133,6 @@ func runProxy(ctx context.Context, cfg *proxyConfig, lg *slog.Logger, ready chan
 		err = nil
 	}
 	return err
-}
-
-func spillDir(cfg *proxyConfig) string {
-	if cfg.Redis != "" {
-		return envOr("ORCHARD_SPILL_DIR", "./orchard-spill")
-	}
-	return cfg.Data + "/spill"
 }
 
 func storeName(cfg *proxyConfig) string {

@@ -17,10 +17,15 @@ import (
 // a Redis Cluster. With retention > 0, finished episodes expire that long
 // after they finish.
 func openRedis(ctx context.Context, url string, retention time.Duration, lg *slog.Logger) (recorder.Store, error) {
+	return openRedisOpts(ctx, url, redisstore.Options{Retention: retention, Logger: lg})
+}
+
+// openRedisOpts is openRedis with every store option given.
+func openRedisOpts(ctx context.Context, url string, opts redisstore.Options) (recorder.Store, error) {
 	// go-redis logs dial failures through a global logger; send them to
 	// ours (they never hold credentials: URLs are not logged).
-	redis.SetLogger(redisLogger{lg})
-	return redisstore.Open(ctx, url, redisstore.Options{Retention: retention, Logger: lg})
+	redis.SetLogger(redisLogger{opts.Logger})
+	return redisstore.Open(ctx, url, opts)
 }
 
 type redisLogger struct{ l *slog.Logger }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/orchard-rl/orchard/recorder"
 	"github.com/orchard-rl/orchard/recorder/embedded"
+	"github.com/orchard-rl/orchard/recorder/redisstore"
 )
 
 // storeFlags are the flags every command that reads recorded data shares.
@@ -45,7 +46,10 @@ func openReadStore(cmd *cobra.Command, f *storeFlags) (recorder.Store, error) {
 // openWriteStore opens the store the proxy records into.
 func openWriteStore(ctx context.Context, data, redisURL string, retention time.Duration, lg *slog.Logger) (recorder.Store, error) {
 	if redisURL != "" {
-		return openRedis(ctx, redisURL, retention, lg)
+		// The proxy starts while Redis is down: its calls spill and are
+		// replayed when Redis answers (a crash during an outage must not
+		// keep the proxy down and its spill unreplayed).
+		return openRedisOpts(ctx, redisURL, redisstore.Options{Retention: retention, Logger: lg, StartDown: true})
 	}
 	st, err := embedded.Open(data, embedded.Options{Logger: lg})
 	if errors.Is(err, embedded.ErrLocked) {

@@ -148,21 +148,34 @@ func (s *Store) encoderLocked(episode string) (*recorder.EpisodeEncoder, error) 
 	if len(s.encoders) >= s.opts.MaxEncoders {
 		s.evictEncoderLocked()
 	}
-	e := recorder.NewEpisodeEncoder(!s.opts.NoDedup)
-	if st := s.idx.eps[episode]; st != nil {
-		for _, c := range st.calls {
-			docBytes, _, err := s.readCall(c.at)
-			if err != nil {
-				return nil, fmt.Errorf("rebuild dedup state of %s: %w", episode, err)
-			}
-			if err := e.Observe(docBytes); err != nil {
-				return nil, fmt.Errorf("rebuild dedup state of %s: %w", episode, err)
-			}
-		}
-	}
+	e := s.rebuildEncoderLocked(episode)
 	s.encoders[episode] = e
 	s.encoderUse[episode] = s.encoderTick
 	return e, nil
+}
+
+// rebuildEncoderLocked returns an encoder that knows the episode's stored
+// calls. If one of them cannot be read back (a quarantined record) it
+// returns a fresh encoder instead: the episode's next calls are then stored
+// whole, which costs dedup once, where failing would retry the write
+// forever and hold up every episode behind it.
+func (s *Store) rebuildEncoderLocked(episode string) *recorder.EpisodeEncoder {
+	e := recorder.NewEpisodeEncoder(!s.opts.NoDedup)
+	st := s.idx.eps[episode]
+	if st == nil {
+		return e
+	}
+	for _, c := range st.calls {
+		docBytes, _, err := s.readCall(c.at)
+		if err == nil {
+			err = e.Observe(docBytes)
+		}
+		if err != nil {
+			s.log.Warn("dedup state not rebuilt; storing the episode's next calls whole", "episode", episode, "call", c.id, "err", err)
+			return recorder.NewEpisodeEncoder(!s.opts.NoDedup)
+		}
+	}
+	return e
 }
 
 // evictEncoderLocked drops the least recently used encoder. A scan is

@@ -137,17 +137,18 @@ func (s *Store) Episode(ctx context.Context, id string) (*recorder.EpisodeSummar
 // can be read without holding the lock.
 type snapshot struct {
 	locs  []loc
+	ids   []string // call ids, for call snapshots
 	files map[int]*os.File
 }
 
-func (s *Store) snapshot(id string, pick func(*episodeState) []loc) (snapshot, error) {
+func (s *Store) snapshot(id string, pick func(*episodeState, *snapshot)) (snapshot, error) {
 	var snap snapshot
 	err := s.view(func() error {
 		st := s.idx.eps[id]
 		if st == nil {
 			return fmt.Errorf("episode %s: %w", id, recorder.ErrNotFound)
 		}
-		snap.locs = pick(st)
+		pick(st, &snap)
 		snap.files = make(map[int]*os.File, len(s.files))
 		for n, f := range s.files {
 			snap.files[n] = f
@@ -157,53 +158,71 @@ func (s *Store) snapshot(id string, pick func(*episodeState) []loc) (snapshot, e
 	return snap, err
 }
 
-func callLocs(st *episodeState) []loc {
-	out := make([]loc, len(st.calls))
+func callLocs(st *episodeState, snap *snapshot) {
+	snap.locs, snap.ids = make([]loc, len(st.calls)), make([]string, len(st.calls))
 	for i, c := range st.calls {
-		out[i] = c.at
+		snap.locs[i], snap.ids[i] = c.at, c.id
 	}
-	return out
 }
 
 // Calls returns an episode's calls ordered by (StartedAt, CallID), with Seq
-// numbered 1..n in that order, or [recorder.ErrNotFound].
+// numbered 1..n in that order, or [recorder.ErrNotFound]. Records that
+// cannot be decoded are left out (see [Store.CallsChecked]).
 func (s *Store) Calls(ctx context.Context, episodeID string) ([]*recorder.Call, error) {
+	calls, bad, err := s.CallsChecked(ctx, episodeID)
+	for _, q := range bad {
+		s.log.Warn("quarantined call record", "episode", q.EpisodeID, "call", q.CallID, "position", q.Position, "reason", q.Reason)
+	}
+	return calls, err
+}
+
+// CallsChecked implements [recorder.CheckedReader]: the calls of Calls,
+// and the episode's records that cannot be decoded.
+func (s *Store) CallsChecked(ctx context.Context, episodeID string) ([]*recorder.Call, []recorder.Quarantined, error) {
 	snap, err := s.snapshot(episodeID, callLocs)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	blocks := map[recorder.BlockHash][]byte{}
 	src := func(h recorder.BlockHash) ([]byte, bool) { b, ok := blocks[h]; return b, ok }
 	dec := recorder.NewEpisodeDecoder()
 	calls := make([]*recorder.Call, 0, len(snap.locs))
-	for _, l := range snap.locs {
+	var bad []recorder.Quarantined
+	for i, l := range snap.locs {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		p, err := readFrame(snap.files[l.seg], l.off)
+		c, err := decodeAt(snap.files[l.seg], l, blocks, dec, src)
 		if err != nil {
-			return nil, fmt.Errorf("episode %s: %w", episodeID, err)
-		}
-		docBytes, bs, err := recorder.Unpack(p[l.body:])
-		if err != nil {
-			return nil, fmt.Errorf("episode %s: %w", episodeID, err)
-		}
-		for _, b := range bs {
-			blocks[b.Hash] = b.Data
-		}
-		c, err := dec.Decode(docBytes, src)
-		if err != nil {
-			return nil, fmt.Errorf("episode %s: %w", episodeID, err)
+			bad = append(bad, recorder.Quarantined{EpisodeID: episodeID, CallID: snap.ids[i], Position: i + 1, Reason: err.Error()})
+			continue
 		}
 		calls = append(calls, c)
 	}
 	recorder.OrderCalls(calls)
-	return calls, nil
+	return calls, bad, nil
+}
+
+// decodeAt reads, unpacks and decodes the call frame at l, adding its
+// blocks to blocks.
+func decodeAt(f *os.File, l loc, blocks map[recorder.BlockHash][]byte, dec *recorder.EpisodeDecoder, src recorder.BlockSource) (*recorder.Call, error) {
+	p, err := readFrame(f, l.off)
+	if err != nil {
+		return nil, err
+	}
+	docBytes, bs, err := recorder.Unpack(p[l.body:])
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range bs {
+		blocks[b.Hash] = b.Data
+	}
+	return dec.Decode(docBytes, src)
 }
 
 // Events returns an episode's events in order, or [recorder.ErrNotFound].
 func (s *Store) Events(ctx context.Context, episodeID string) ([]*recorder.Event, error) {
-	snap, err := s.snapshot(episodeID, func(st *episodeState) []loc { return slices.Clone(st.events) })
+	snap, err := s.snapshot(episodeID, func(st *episodeState, snap *snapshot) { snap.locs = slices.Clone(st.events) })
 	if err != nil {
 		return nil, err
 	}

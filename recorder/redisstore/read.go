@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -12,8 +13,19 @@ import (
 )
 
 // Calls returns an episode's calls ordered by (StartedAt, CallID), with Seq
-// numbered 1..n in that order, or [recorder.ErrNotFound].
+// numbered 1..n in that order, or [recorder.ErrNotFound]. Records that
+// cannot be decoded are left out (see [Store.CallsChecked]).
 func (s *Store) Calls(ctx context.Context, episodeID string) ([]*recorder.Call, error) {
+	calls, bad, err := s.CallsChecked(ctx, episodeID)
+	for _, q := range bad {
+		s.log.Warn("quarantined call record", "episode", q.EpisodeID, "call", q.CallID, "position", q.Position, "reason", q.Reason)
+	}
+	return calls, err
+}
+
+// CallsChecked implements [recorder.CheckedReader]: the calls of Calls,
+// and the episode's records that cannot be decoded.
+func (s *Store) CallsChecked(ctx context.Context, episodeID string) ([]*recorder.Call, []recorder.Quarantined, error) {
 	ek := s.keys.episode(episodeID)
 	var exists *redis.IntCmd
 	var frames *redis.StringSliceCmd
@@ -23,10 +35,10 @@ func (s *Store) Calls(ctx context.Context, episodeID string) ([]*recorder.Call, 
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read episode %s: %w", episodeID, wrapErr(err))
+		return nil, nil, fmt.Errorf("read episode %s: %w", episodeID, wrapErr(err))
 	}
 	if exists.Val() == 0 {
-		return nil, fmt.Errorf("episode %s: %w", episodeID, recorder.ErrNotFound)
+		return nil, nil, fmt.Errorf("episode %s: %w", episodeID, recorder.ErrNotFound)
 	}
 	return decodeFrames(ctx, episodeID, frames.Val())
 }
@@ -34,13 +46,19 @@ func (s *Store) Calls(ctx context.Context, episodeID string) ([]*recorder.Call, 
 // decodeFrames decodes an episode's frames, given in storage order. Blocks
 // are gathered from every frame first: a replica that found a call already
 // stored by another may reference blocks that only the other's frame holds.
-func decodeFrames(ctx context.Context, ep string, frames []string) ([]*recorder.Call, error) {
+// A frame that does not decode is quarantined, not an error.
+func decodeFrames(ctx context.Context, ep string, frames []string) ([]*recorder.Call, []recorder.Quarantined, error) {
 	blocks := map[recorder.BlockHash][]byte{}
 	docs := make([][]byte, len(frames))
+	var bad []recorder.Quarantined
+	quarantine := func(i int, err error) {
+		bad = append(bad, recorder.Quarantined{EpisodeID: ep, Position: i + 1, Reason: err.Error()})
+	}
 	for i, f := range frames {
 		doc, bs, err := recorder.Unpack([]byte(f))
 		if err != nil {
-			return nil, fmt.Errorf("episode %s call %d: %w", ep, i+1, err)
+			quarantine(i, err)
+			continue
 		}
 		docs[i] = doc
 		for _, b := range bs {
@@ -51,21 +69,26 @@ func decodeFrames(ctx context.Context, ep string, frames []string) ([]*recorder.
 	dec := recorder.NewEpisodeDecoder()
 	calls := make([]*recorder.Call, 0, len(docs))
 	seen := make(map[string]bool, len(docs))
-	for _, doc := range docs {
+	for i, doc := range docs {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return nil, nil, err
+		}
+		if doc == nil {
+			continue
 		}
 		c, err := dec.Decode(doc, src)
 		if err != nil {
-			return nil, fmt.Errorf("episode %s: %w", ep, err)
+			quarantine(i, err)
+			continue
 		}
 		if !seen[c.CallID] { // only if the ids set expired before the log (see scriptWrite)
 			seen[c.CallID] = true
 			calls = append(calls, c)
 		}
 	}
+	slices.SortFunc(bad, func(a, b recorder.Quarantined) int { return a.Position - b.Position })
 	recorder.OrderCalls(calls)
-	return calls, nil
+	return calls, bad, nil
 }
 
 // Events returns an episode's events in order, or [recorder.ErrNotFound].

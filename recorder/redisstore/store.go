@@ -37,6 +37,11 @@ type Options struct {
 	// CA or client certificates). Nil uses the system roots and the URL's
 	// host name.
 	TLS *tls.Config
+	// StartDown makes Open succeed when Redis does not answer: the store
+	// is returned (the client reconnects on its own) and its calls fail
+	// until Redis is back. The proxy uses it so that it starts and spills
+	// during an outage, and replays when Redis returns.
+	StartDown bool
 	// Logger receives warnings about unreadable stored frames. Nil discards.
 	Logger *slog.Logger
 }
@@ -84,8 +89,11 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	if err := rdb.Ping(ctx).Err(); err != nil {
-		rdb.Close()
-		return nil, fmt.Errorf("connect to redis %s: %w", redactURL(url), err)
+		if !opts.StartDown {
+			rdb.Close()
+			return nil, fmt.Errorf("connect to redis %s: %w", redactURL(url), err)
+		}
+		opts.Logger.Warn("redis does not answer; starting anyway, calls spill until it does", "redis", redactURL(url), "err", err)
 	}
 	return &Store{rdb: rdb, opts: opts, keys: keys{prefix: opts.Prefix}, log: opts.Logger, encs: newEncoders(opts.MaxEncoders)}, nil
 }
