@@ -77,7 +77,7 @@ type Options struct {
 	// Network is the mode of specs that give none; default
 	// [NetworkProxy].
 	Network string
-	Logger       *slog.Logger
+	Logger  *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }

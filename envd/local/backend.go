@@ -95,10 +95,10 @@ type Backend struct {
 type box struct {
 	dir    string
 	egress *egressServer // nil unless network mode proxy with an episode
-	cmd  *exec.Cmd
-	done chan struct{} // closed when the jail process has exited
-	cg   *cgroup
-	tr   *http.Transport
+	cmd    *exec.Cmd
+	done   chan struct{} // closed when the jail process has exited
+	cg     *cgroup
+	tr     *http.Transport
 }
 
 // New checks that bubblewrap runs and prepares the state directory and
