@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/orchard-rl/orchard/envd"
 )
 
 // etcDenied are /etc entries a jail never sees even when they are
@@ -123,4 +125,22 @@ func describeArgs(args []string) string {
 		i += n
 	}
 	return b.String()
+}
+
+// DescribeJail lists the mounts and namespaces of the jail spec would
+// get, one per line (`orchard envd --print-jail`).
+func (b *Backend) DescribeJail(spec envd.Spec) string {
+	if spec.Network == "" {
+		spec.Network = b.opts.Network
+	}
+	disk, _ := parseDisk(b.withDefaults(spec.Resources).Disk)
+	args := b.bwrapArgs(&spec, "", filepath.Join(b.opts.StateDir, "s", "ID"), disk)
+	var ns []string
+	for _, a := range args {
+		if strings.HasPrefix(a, "--unshare-") {
+			ns = append(ns, strings.TrimSuffix(strings.TrimPrefix(a, "--unshare-"), "-try"))
+		}
+	}
+	return fmt.Sprintf("user %d:%d, namespaces %s, network %s, no capabilities, no_new_privs\n%s",
+		b.opts.SandboxUID, b.opts.SandboxGID, strings.Join(ns, " "), spec.Network, describeArgs(args))
 }
