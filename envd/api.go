@@ -9,8 +9,10 @@ import (
 
 // Spec is the body of POST /envd/v1/sandboxes.
 type Spec struct {
-	// Image is a root filesystem directory for the local backend ("" means a
-	// read-only view of the host root), or a container image for Kubernetes.
+	// Image is, for the local backend, an OCI image layout directory, a
+	// `docker save` tarball or a root filesystem directory ("" means a
+	// minimal read-only root built from the host's system directories); for
+	// Kubernetes, a container image.
 	Image string `json:"image,omitempty"`
 	// Command is the image's entrypoint the sandbox agent starts beside
 	// itself (Kubernetes only); empty means none.
@@ -27,24 +29,43 @@ type Spec struct {
 	// means the server default.
 	IdleTimeout Duration  `json:"idle_timeout,omitempty"`
 	Resources   Resources `json:"resources,omitzero"`
-	// Network is "none" (own empty network namespace) or "host" (shares
-	// the host's, so the harness can reach the proxy on loopback). ""
-	// means the server default.
+	// Network is one of [NetworkProxy] (the default: loopback only, plus
+	// the episode's model routes on the proxy), [NetworkNone] or
+	// [NetworkHost]. "" means the server default.
 	Network string `json:"network,omitempty"`
 	// Episode, when set, makes envd open an episode on the proxy and
 	// inject its credentials into every exec.
 	Episode *EpisodeSpec `json:"episode,omitempty"`
 	// Labels are copied to the sandbox (pod labels on Kubernetes).
 	Labels map[string]string `json:"labels,omitempty"`
+	// Egress is set by the [Manager] (never from JSON) for network mode
+	// proxy when the sandbox has an episode: how it reaches the model.
+	Egress *Egress `json:"-"`
 }
 
+// Network modes of a sandbox.
+const (
+	// NetworkProxy gives the sandbox its own network namespace with
+	// loopback only; the proxy's model routes of its own episode are
+	// reachable at the base URLs in its env, bridged by envd (local) or
+	// allowed by a NetworkPolicy (Kubernetes). Nothing else is.
+	NetworkProxy = "proxy"
+	// NetworkNone gives the sandbox loopback only.
+	NetworkNone = "none"
+	// NetworkHost shares the host's network (local) or the cluster's
+	// (Kubernetes): everything the host reaches, the sandbox reaches.
+	NetworkHost = "host"
+)
+
 // Resources are per-sandbox limits. CPU is in cores ("0.5", "500m"),
-// Memory in bytes with an optional suffix ("512Mi", "1G"), PIDs a count.
-// Zero values mean no limit.
+// Memory and Disk in bytes with an optional suffix ("512Mi", "1G"), PIDs
+// a count. Disk bounds the work dir (and /tmp). Zero values take the
+// backend's defaults (documented in docs/envd.md).
 type Resources struct {
 	CPU    string `json:"cpu,omitempty"`
 	Memory string `json:"memory,omitempty"`
 	PIDs   int64  `json:"pids,omitempty"`
+	Disk   string `json:"disk,omitempty"`
 }
 
 // EpisodeSpec names the task of the episode envd opens on the proxy.
@@ -61,6 +82,7 @@ type Sandbox struct {
 	Backend   string            `json:"backend"`
 	Image     string            `json:"image,omitempty"`
 	Workdir   string            `json:"workdir"`
+	Network   string            `json:"network"`
 	Labels    map[string]string `json:"labels,omitempty"`
 	CreatedAt time.Time         `json:"created_at"`
 	ExpiresAt time.Time         `json:"expires_at"`

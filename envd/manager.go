@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -43,6 +44,10 @@ type Instance struct {
 	Workdir string
 	// Warnings lists limits the backend could not enforce.
 	Warnings []string
+	// EgressBridged reports that the backend serves [Spec.Egress] inside
+	// the sandbox at http://127.0.0.1:Port, so the episode's base URLs
+	// are rewritten to that address.
+	EgressBridged bool
 }
 
 // EpisodeAPI is the part of the proxy's episode API envd calls;
@@ -66,9 +71,13 @@ type Options struct {
 	// default 15 min. ReapInterval is how often the reaper looks;
 	// default 5 s.
 	IdleTimeout, ReapInterval time.Duration
-	// MaxSandboxes caps live sandboxes; 0 means no cap.
+	// MaxSandboxes caps live sandboxes; default 1024, negative means no
+	// cap.
 	MaxSandboxes int
-	Logger       *slog.Logger
+	// Network is the mode of specs that give none; default
+	// [NetworkProxy].
+	Network string
+	Logger  *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -120,6 +129,12 @@ func NewManager(opts Options) *Manager {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.MaxSandboxes == 0 {
+		opts.MaxSandboxes = DefaultMaxSandboxes
+	}
+	if opts.Network == "" {
+		opts.Network = NetworkProxy
+	}
 	return &Manager{opts: opts, sandboxes: map[string]*sandbox{}}
 }
 
@@ -128,17 +143,21 @@ func (m *Manager) validate(spec *Spec) error {
 	if spec.Workdir == "" {
 		spec.Workdir = "/work"
 	}
-	if !path.IsAbs(spec.Workdir) || path.Clean(spec.Workdir) == "/" {
-		return Errorf(ErrBadRequest, "workdir %q: want an absolute path other than /", spec.Workdir)
+	if err := checkWorkdir(spec.Workdir); err != nil {
+		return err
 	}
 	spec.Workdir = path.Clean(spec.Workdir)
+	if spec.Network == "" {
+		spec.Network = m.opts.Network
+	}
+	spec.Egress = nil
 	switch {
 	case spec.TTL < 0 || spec.IdleTimeout < 0:
 		return Errorf(ErrBadRequest, "ttl and idle_timeout must not be negative")
 	case spec.TTL.D() > m.opts.MaxTTL:
 		return Errorf(ErrBadRequest, "ttl %s exceeds the server's maximum %s", spec.TTL.D(), m.opts.MaxTTL)
-	case spec.Network != "" && spec.Network != "none" && spec.Network != "host":
-		return Errorf(ErrBadRequest, "network %q: want \"none\" or \"host\"", spec.Network)
+	case spec.Network != NetworkProxy && spec.Network != NetworkNone && spec.Network != NetworkHost:
+		return Errorf(ErrBadRequest, "network %q: want \"proxy\", \"none\" or \"host\"", spec.Network)
 	case spec.Episode != nil && spec.Episode.TaskID == "":
 		return Errorf(ErrBadRequest, "episode.task_id is required")
 	case spec.Episode != nil && m.opts.Episodes == nil:
@@ -191,17 +210,29 @@ func (m *Manager) Create(ctx context.Context, spec Spec) (Sandbox, error) {
 		maps.Copy(env, ep.Env)
 		env["ORCHARD_EPISODE_ID"] = ep.ID
 	}
-	inst, err := m.opts.Backend.Create(ctx, id, &spec)
-	if err != nil {
-		m.finishEpisode(ep, &Outcome{Status: "error", Info: map[string]any{"reason": "sandbox create failed", "error": err.Error()}})
-		return Sandbox{}, err
+	base, err := m.egress(&spec, ep)
+	if err == nil {
+		var inst *Instance
+		if inst, err = m.opts.Backend.Create(ctx, id, &spec); err == nil {
+			return m.register(id, &spec, env, ep, inst, base), nil
+		}
+	}
+	m.finishEpisode(ep, &Outcome{Status: "error", Info: map[string]any{"reason": "sandbox create failed", "error": err.Error()}})
+	return Sandbox{}, err
+}
+
+// register records a created sandbox, pointing its episode's base URLs
+// at the in-sandbox bridge when the backend runs one.
+func (m *Manager) register(id string, spec *Spec, env map[string]string, ep *Episode, inst *Instance, base string) Sandbox {
+	if inst.EgressBridged && spec.Egress != nil {
+		rewriteBase(env, base, fmt.Sprintf("http://127.0.0.1:%d", spec.Egress.Port))
 	}
 	now := m.opts.Now()
 	sb := &sandbox{env: env, idle: spec.IdleTimeout.D(), lastUsed: now, forward: newForwarder(inst, m.opts.Logger)}
 	if sb.idle <= 0 {
 		sb.idle = m.opts.IdleTimeout
 	}
-	sb.info = Sandbox{ID: id, Backend: m.opts.BackendName, Image: spec.Image, Workdir: inst.Workdir,
+	sb.info = Sandbox{ID: id, Network: spec.Network, Backend: m.opts.BackendName, Image: spec.Image, Workdir: inst.Workdir,
 		Labels: spec.Labels, CreatedAt: now, ExpiresAt: now.Add(spec.TTL.D()), Warnings: inst.Warnings}
 	if ep != nil {
 		sb.info.EpisodeID = ep.ID
@@ -210,7 +241,7 @@ func (m *Manager) Create(ctx context.Context, spec Spec) (Sandbox, error) {
 	m.sandboxes[id] = sb
 	m.mu.Unlock()
 	m.opts.Logger.Info("sandbox created", "sandbox", id, "episode", sb.info.EpisodeID)
-	return sb.snapshot(), nil
+	return sb.snapshot()
 }
 
 // snapshot returns the sandbox's public description.

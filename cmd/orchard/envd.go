@@ -35,7 +35,8 @@ type envdConfig struct {
 	DefaultTTL   time.Duration // default 1h
 	MaxTTL       time.Duration // default 24h
 	IdleTimeout  time.Duration // default 15m
-	MaxSandboxes int           // 0 = no cap
+	MaxSandboxes int           // default envd.DefaultMaxSandboxes; negative = no cap
+	PrintJail    bool          // print the local jail's mounts and exit
 	Local        local.Options
 	Kube         kubeFlags
 }
@@ -45,13 +46,14 @@ func (c *envdConfig) register(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Backend, "backend", "local", "sandbox backend: local (bubblewrap) or kubernetes")
 	fs.StringVar(&c.Proxy, "proxy", envOr("ORCHARD_PROXY_URL", ""), "recording proxy base URL; sandboxes with an episode get its credentials (env ORCHARD_PROXY_URL)")
 	fs.StringVar(&c.AdminToken, "admin-token", envOr("ORCHARD_ADMIN_TOKEN", ""), "proxy admin token for the episode API (env ORCHARD_ADMIN_TOKEN)")
-	fs.StringVar(&c.Token, "token", envOr("ORCHARD_ENVD_TOKEN", ""), "bearer token clients must send (env ORCHARD_ENVD_TOKEN; empty: none)")
+	fs.StringVar(&c.Token, "token", envOr("ORCHARD_ENVD_TOKEN", ""), "bearer token clients must send (env ORCHARD_ENVD_TOKEN; empty: one is generated and logged on a loopback address, required on any other)")
 	fs.DurationVar(&c.DefaultTTL, "default-ttl", time.Hour, "lifetime of sandboxes whose spec gives no ttl")
 	fs.DurationVar(&c.MaxTTL, "max-ttl", 24*time.Hour, "largest ttl a spec may ask for")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", 15*time.Minute, "reap sandboxes without requests for this long")
-	fs.IntVar(&c.MaxSandboxes, "max-sandboxes", 0, "cap on live sandboxes (0: none)")
+	fs.IntVar(&c.MaxSandboxes, "max-sandboxes", envd.DefaultMaxSandboxes, "cap on live sandboxes (negative: none)")
+	fs.BoolVar(&c.PrintJail, "print-jail", false, "local backend: print the mounts of a default sandbox's jail and exit")
 	fs.StringVar(&c.Local.StateDir, "state-dir", envOr("ORCHARD_ENVD_STATE", ""), "local backend: state directory (default $TMPDIR/orchard-envd; env ORCHARD_ENVD_STATE)")
-	fs.StringVar(&c.Local.Network, "network", "host", "local backend: default sandbox network, host (reaches the proxy on loopback) or none")
+	fs.StringVar(&c.Local.Network, "network", envd.NetworkProxy, "default sandbox network: proxy (loopback plus the episode's model routes, bridged by envd), none, or host (everything the host reaches)")
 	fs.StringVar(&c.Local.CgroupParent, "cgroup-parent", "orchard-envd", `local backend: parent cgroup name ("-" disables cgroups)`)
 	fs.BoolVar(&c.Local.NoUserNS, "no-userns", false, "local backend: do not use a user namespace")
 	c.Kube.register(fs)
@@ -67,6 +69,9 @@ a sandbox created with an "episode" gets the proxy's episode credentials (OPENAI
 OPENAI_API_KEY, ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY, ORCHARD_EPISODE_ID) in every exec.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cfg.PrintJail {
+				return printJail(cmd.OutOrStdout(), &cfg)
+			}
 			return runEnvd(cmd.Context(), &cfg, slog.New(slog.NewTextHandler(os.Stderr, nil)), nil)
 		},
 	}
@@ -77,7 +82,7 @@ OPENAI_API_KEY, ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY, ORCHARD_EPISODE_ID) in ev
 // newManager builds the backend and the manager of cfg.
 func newManager(ctx context.Context, cfg *envdConfig, lg *slog.Logger) (*envd.Manager, func(), error) {
 	opts := envd.Options{BackendName: cfg.Backend, DefaultTTL: cfg.DefaultTTL, MaxTTL: cfg.MaxTTL,
-		IdleTimeout: cfg.IdleTimeout, MaxSandboxes: cfg.MaxSandboxes, Logger: lg}
+		IdleTimeout: cfg.IdleTimeout, MaxSandboxes: cfg.MaxSandboxes, Network: cfg.Local.Network, Logger: lg}
 	if cfg.Proxy != "" {
 		opts.Episodes = envd.NewEpisodeClient(cfg.Proxy, cfg.AdminToken, nil)
 	}
@@ -105,6 +110,9 @@ func newManager(ctx context.Context, cfg *envdConfig, lg *slog.Logger) (*envd.Ma
 // runEnvd serves until ctx is done, then deletes every sandbox it owns.
 // ready, if not nil, receives the listening address.
 func runEnvd(ctx context.Context, cfg *envdConfig, lg *slog.Logger, ready chan<- string) error {
+	if err := ensureToken(cfg, lg); err != nil {
+		return err
+	}
 	m, cleanup, err := newManager(ctx, cfg, lg)
 	if err != nil {
 		return err

@@ -130,7 +130,11 @@ func TestHarnessE2EQwenCode(t *testing.T) {
 	envdToken := randomToken()
 	ecfg := &envdConfig{Listen: "127.0.0.1:0", Backend: "local", Proxy: proxyURL, AdminToken: admin, Token: envdToken,
 		DefaultTTL: time.Hour, MaxTTL: 2 * time.Hour, IdleTimeout: time.Hour,
-		Local: local.Options{StateDir: t.TempDir(), Network: "host", AgentPath: os.Args[0],
+		// Qwen Code lives under $HOME, which the default jail (a minimal
+		// root, run as nobody) does not show: this test runs the host root
+		// as the image, as envd's user (the harness, not the jail, is what
+		// it tests; TestEscape in envd/local tests the default jail).
+		Local: local.Options{StateDir: searchableTempDir(t), Network: "proxy", NoUserNS: true, AgentPath: os.Args[0],
 			AgentEnv: []string{"ORCHARD_TEST_MAIN=1"}, CgroupParent: fmt.Sprintf("orchard-e2e-%d", os.Getpid())}}
 	ectx, stopEnvd := context.WithCancel(ctx)
 	eready, edone := make(chan string, 1), make(chan error, 1)
@@ -153,7 +157,7 @@ func TestHarnessE2EQwenCode(t *testing.T) {
 	// orchard run, as its own process, wrapping the unmodified harness.
 	run := exec.CommandContext(ctx, os.Args[0], "run",
 		"--envd", envdURL, "--envd-token", envdToken,
-		"--task-id", "qwen-e2e", "--group-id", "g-e2e",
+		"--task-id", "qwen-e2e", "--group-id", "g-e2e", "--image", "/",
 		"--prompt", "Write the marker into result.txt using the shell.",
 		"--env", "OPENAI_MODEL="+model,
 		"--timeout", "3m", "--verifier-timeout", "30s",

@@ -43,9 +43,9 @@ func (f *sandboxFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.proxy, "proxy", envOr("ORCHARD_PROXY_URL", ""), "embedded envd: recording proxy base URL that opens the episodes (env ORCHARD_PROXY_URL)")
 	fs.StringVar(&f.adminToken, "admin-token", envOr("ORCHARD_ADMIN_TOKEN", ""), "embedded envd: proxy admin token (env ORCHARD_ADMIN_TOKEN)")
 	fs.StringVar(&f.stateDir, "state-dir", "", "embedded envd: state directory (default $TMPDIR/orchard-envd)")
-	fs.StringVar(&f.image, "image", "", "sandbox image (local: root filesystem directory; default the host root, read-only)")
+	fs.StringVar(&f.image, "image", "", "sandbox image (local: an OCI image layout, a docker save tarball or a root filesystem directory; default a minimal read-only root from the host's system directories)")
 	fs.StringVar(&f.workdir, "workdir", "/work", "sandbox work directory; the task directory is copied here")
-	fs.StringVar(&f.network, "network", "host", "sandbox network: host (reaches the proxy on loopback) or none")
+	fs.StringVar(&f.network, "network", "proxy", "sandbox network: proxy (loopback plus the episode's model routes), none or host (everything the host reaches)")
 	fs.StringArrayVar(&f.env, "env", nil, "KEY=VALUE added to the harness and verifier env (repeatable)")
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Minute, "harness time limit; its process group is killed after it")
 	fs.DurationVar(&f.vTimeout, "verifier-timeout", 10*time.Minute, "verifier time limit")
@@ -281,7 +281,7 @@ the outcome is success, 3 when it is failure or timeout, 1 on errors.`,
 
 // localOptions are the local backend options of an embedded envd.
 func localOptions(stateDir string) local.Options {
-	return local.Options{StateDir: stateDir, Network: "host"}
+	return local.Options{StateDir: stateDir, Network: "proxy"}
 }
 
 // randomToken guards an embedded envd's loopback port against other local

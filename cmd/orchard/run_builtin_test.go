@@ -31,6 +31,9 @@ call() {
 call turn1.json > reply1.json
 call turn2.json > reply2.json
 grep -E '/orchard-envd/sb-[0-9a-f]+$' /proc/self/cgroup | sed 's/^/cgroup /' || true
+base=${OPENAI_BASE_URL%%/e/*}
+echo "admin API $(curl -s -o /dev/null -w '%{http_code}' -X POST "$base/orchard/v1/episodes/$ORCHARD_EPISODE_ID/finish" -d '{"reward":1,"status":"success"}')"
+echo "upstream $(curl -s -o /dev/null -w '%{http_code}' "$UPSTREAM_URL" || true)"
 echo "harness done in $(pwd) as task $ORCHARD_TASK_ID"
 `
 
@@ -55,14 +58,14 @@ func TestRunBuiltinEnvd(t *testing.T) {
 	turn1 := `{"model":"run-e2e","messages":[{"role":"user","content":"What is the capital of France?"}]}`
 	turn2 := `{"model":"run-e2e","messages":[{"role":"user","content":"What is the capital of France?"},` +
 		`{"role":"assistant","content":"` + answer1 + `"},{"role":"user","content":"How many people live there?"}]}`
-	taskDir, state := t.TempDir(), t.TempDir()
+	taskDir, state := t.TempDir(), searchableTempDir(t)
 	writeFiles(t, taskDir, map[string]string{"harness.sh": runE2EHarness, "turn1.json": turn1, "turn2.json": turn2})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	stdout, stderr, code := runOrchardProc(t, ctx, "run",
 		"--proxy", s.proxyURL, "--admin-token", s.admin, "--state-dir", state,
-		"--task-id", "capital", "--group-id", "g-capital", "--task-dir", taskDir,
+		"--task-id", "capital", "--group-id", "g-capital", "--task-dir", taskDir, "--env", "UPSTREAM_URL="+s.up.URL(),
 		"--timeout", "1m", "--verifier-timeout", "30s",
 		"--verifier", `grep -qF '`+answer1+`' reply1.json && grep -qF '`+answer2+`' reply2.json && echo 0.75`,
 		"--", "sh", "harness.sh")
@@ -77,6 +80,12 @@ func TestRunBuiltinEnvd(t *testing.T) {
 		res.Reward != reward || res.HarnessExit != 0 || res.VerifierExit == nil || *res.VerifierExit != 0 ||
 		!strings.HasPrefix(res.SandboxID, "sb-") || !strings.HasPrefix(res.EpisodeID, "ep_") || res.Error != "" {
 		t.Fatalf("run result %s\nstderr:\n%s", stdout, stderr)
+	}
+	// In the default network mode the harness reaches its own model routes
+	// only: the proxy's admin API answers 403 from envd's gate, and the
+	// upstream (a loopback port of the host) does not answer at all.
+	if !bytes.Contains(stderr, []byte("admin API 403\nupstream 000\n")) {
+		t.Errorf("other connections from the harness did not fail as they should:\n%s", stderr)
 	}
 	if !bytes.Contains(stderr, []byte("harness done in /work as task capital\n")) {
 		t.Errorf("harness output missing from run's stderr:\n%s", stderr)
@@ -134,7 +143,7 @@ func TestRolloutBuiltinEnvd(t *testing.T) {
 	const answer = "Paris is the capital."
 	script := &llmtest.Script{Turns: []llmtest.Turn{{Choice: llmtest.Choice{Content: llmtest.Pieces{"Paris", " is the capital."}}}}}
 	s := startRunStack(t, runE2EModel, script)
-	dir, state := t.TempDir(), t.TempDir()
+	dir, state := t.TempDir(), searchableTempDir(t)
 	tasks := []task{
 		{ID: "alpha", Prompt: "Capital of France?", Verifier: `grep -qF '` + answer + `' reply.json && echo 1`},
 		{ID: "beta", Prompt: "Capital of Italy?", Verifier: `grep -qF 'Rome' reply.json && echo 1 || echo 0`},

@@ -4,6 +4,8 @@ import (
 	"archive/tar"
 	"bufio"
 	"compress/gzip"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -12,22 +14,60 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/orchard-rl/orchard/envd"
 )
 
-// queryPath returns the ?path= of r resolved against the work directory.
-func (s *Server) queryPath(r *http.Request) (string, error) {
+// errEscape is the message os.Root gives when a path (through a symlink
+// or "..") would leave the root.
+const errEscape = "path escapes from parent"
+
+// queryPath resolves ?path= of r inside the work directory. It returns
+// the work dir as an [os.Root] (the caller closes it), the path relative
+// to it, and the absolute path for messages. Paths outside the work dir
+// get a 403 naming the rule.
+func (s *Server) queryPath(r *http.Request) (*os.Root, string, string, error) {
 	p := r.URL.Query().Get("path")
 	if p == "" {
-		return "", envd.Errorf(envd.ErrBadRequest, "missing ?path= (absolute, or relative to the work directory)")
+		return nil, "", "", envd.Errorf(envd.ErrBadRequest, "missing ?path= (absolute, or relative to the work directory)")
 	}
-	return s.path(p), nil
+	rel, err := s.confine(p)
+	if err != nil {
+		return nil, "", "", err
+	}
+	root, err := os.OpenRoot(s.opts.Workdir)
+	if err != nil {
+		return nil, "", "", fileError(s.opts.Workdir, err)
+	}
+	return root, rel, filepath.Join(s.opts.Workdir, rel), nil
+}
+
+// confine maps p (absolute, or relative to the work dir) to a path
+// relative to the work dir, refusing one that leaves it.
+func (s *Server) confine(p string) (string, error) {
+	if filepath.IsAbs(p) {
+		rel, err := filepath.Rel(s.opts.Workdir, filepath.Clean(p))
+		if err != nil || !filepath.IsLocal(rel) && rel != "." {
+			return "", forbidden("%s is outside the work directory %s (rule: the files API reaches only the work directory)", p, s.opts.Workdir)
+		}
+		return rel, nil
+	}
+	if !filepath.IsLocal(p) {
+		return "", forbidden("%s leaves the work directory (rule: no \"..\" out of the work directory)", p)
+	}
+	return filepath.Clean(p), nil
+}
+
+func forbidden(format string, args ...any) error {
+	return &envd.Error{Status: http.StatusForbidden, Type: "forbidden", Message: fmt.Sprintf(format, args...)}
 }
 
 // fileError maps a filesystem error to an envd error for path p.
 func fileError(p string, err error) error {
 	switch {
+	case err != nil && strings.Contains(err.Error(), errEscape):
+		return forbidden("%s: a symlink on this path leads outside the work directory (rule: symlinks are not followed out of the work directory)", p)
 	case errors.Is(err, fs.ErrNotExist):
 		return envd.Errorf(envd.ErrNotFound, "%s: no such file or directory", p)
 	case errors.Is(err, fs.ErrPermission):
@@ -41,11 +81,12 @@ func fileError(p string, err error) error {
 // file is written under a temporary name and renamed, so readers never see
 // half of it.
 func (s *Server) handlePutFile(w http.ResponseWriter, r *http.Request) {
-	p, err := s.queryPath(r)
+	root, rel, p, err := s.queryPath(r)
 	if err != nil {
 		envd.WriteError(w, err)
 		return
 	}
+	defer root.Close()
 	mode := os.FileMode(0o644)
 	if m := r.URL.Query().Get("mode"); m != "" {
 		v, err := strconv.ParseUint(m, 8, 32)
@@ -55,7 +96,7 @@ func (s *Server) handlePutFile(w http.ResponseWriter, r *http.Request) {
 		}
 		mode = os.FileMode(v)
 	}
-	n, err := writeFileAtomic(p, r.Body, mode)
+	n, err := writeInRoot(root, rel, r.Body, mode)
 	if err != nil {
 		envd.WriteError(w, fileError(p, err))
 		return
@@ -63,11 +104,21 @@ func (s *Server) handlePutFile(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"path": p, "size": n})
 }
 
-func writeFileAtomic(p string, body io.Reader, mode os.FileMode) (int64, error) {
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+// writeInRoot writes name under root through a temporary file and a
+// rename; neither follows a symlink out of root.
+func writeInRoot(root *os.Root, name string, body io.Reader, mode os.FileMode) (int64, error) {
+	if err := root.MkdirAll(filepath.Dir(name), 0o755); err != nil {
 		return 0, err
 	}
-	f, err := os.CreateTemp(filepath.Dir(p), ".orchard-put-*")
+	// The rename would replace a symlink, not write through it; refusing
+	// one that leads out says so instead of silently replacing it.
+	if _, err := root.Stat(name); err != nil && strings.Contains(err.Error(), errEscape) {
+		return 0, err
+	}
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := filepath.Join(filepath.Dir(name), ".orchard-put-"+hex.EncodeToString(rnd[:]))
+	f, err := root.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
 		return 0, err
 	}
@@ -79,23 +130,33 @@ func writeFileAtomic(p string, body io.Reader, mode os.FileMode) (int64, error) 
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(f.Name(), p)
+		err = root.Rename(tmp, name)
 	}
 	if err != nil {
-		_ = os.Remove(f.Name())
+		_ = root.Remove(tmp)
 		return 0, err
 	}
 	return n, nil
 }
 
+func writeFileAtomic(p string, body io.Reader, mode os.FileMode) (int64, error) {
+	root, err := os.OpenRoot(filepath.Dir(p))
+	if err != nil {
+		return 0, err
+	}
+	defer root.Close()
+	return writeInRoot(root, filepath.Base(p), body, mode)
+}
+
 // handleGetFile sends the file at ?path=.
 func (s *Server) handleGetFile(w http.ResponseWriter, r *http.Request) {
-	p, err := s.queryPath(r)
+	root, rel, p, err := s.queryPath(r)
 	if err != nil {
 		envd.WriteError(w, err)
 		return
 	}
-	f, err := os.Open(p)
+	defer root.Close()
+	f, err := root.Open(rel)
 	if err != nil {
 		envd.WriteError(w, fileError(p, err))
 		return
@@ -123,16 +184,17 @@ func (s *Server) handleGetFile(w http.ResponseWriter, r *http.Request) {
 // directory ?path=, creating it. Entries cannot leave that directory:
 // extraction goes through an [os.Root].
 func (s *Server) handlePutTar(w http.ResponseWriter, r *http.Request) {
-	dir, err := s.queryPath(r)
+	wroot, rel, dir, err := s.queryPath(r)
 	if err != nil {
 		envd.WriteError(w, err)
 		return
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	defer wroot.Close()
+	if err := wroot.MkdirAll(rel, 0o755); err != nil {
 		envd.WriteError(w, fileError(dir, err))
 		return
 	}
-	root, err := os.OpenRoot(dir)
+	root, err := wroot.OpenRoot(rel)
 	if err != nil {
 		envd.WriteError(w, fileError(dir, err))
 		return
@@ -222,17 +284,21 @@ func extractOne(root *os.Root, name string, h *tar.Header, r io.Reader) error {
 // handleGetTar streams the directory ?path= as a tar archive, gzipped
 // when ?gzip=1. Names are relative to that directory.
 func (s *Server) handleGetTar(w http.ResponseWriter, r *http.Request) {
-	dir, err := s.queryPath(r)
+	wroot, rel, dir, err := s.queryPath(r)
 	if err != nil {
 		envd.WriteError(w, err)
 		return
 	}
-	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-		if err == nil {
-			err = envd.Errorf(envd.ErrBadRequest, "%s is not a directory; read it with GET .../files?path=", dir)
-		} else {
-			err = fileError(dir, err)
-		}
+	defer wroot.Close()
+	root, err := wroot.OpenRoot(rel)
+	if err == nil {
+		defer root.Close()
+	} else if st, serr := wroot.Stat(rel); serr == nil && !st.IsDir() {
+		err = envd.Errorf(envd.ErrBadRequest, "%s is not a directory; read it with GET .../files?path=", dir)
+	} else {
+		err = fileError(dir, err)
+	}
+	if err != nil {
 		envd.WriteError(w, err)
 		return
 	}
@@ -246,7 +312,7 @@ func (s *Server) handleGetTar(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(http.StatusOK)
 	tw := tar.NewWriter(out)
-	if err := addDir(tw, dir); err != nil {
+	if err := addDir(tw, root); err != nil {
 		// Headers are sent: abort so the client sees a broken stream
 		// instead of a short archive that looks complete.
 		s.opts.Logger.Warn("tar directory", "path", dir, "err", err)
@@ -255,15 +321,11 @@ func (s *Server) handleGetTar(w http.ResponseWriter, r *http.Request) {
 	_ = tw.Close()
 }
 
-// addDir writes the tree under dir to tw: directories, regular files and
-// symlinks (not followed), with names relative to dir.
-func addDir(tw *tar.Writer, dir string) error {
-	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil || rel == "." {
+// addDir writes the tree under root to tw: directories, regular files
+// and symlinks (not followed), with names relative to root.
+func addDir(tw *tar.Writer, root *os.Root) error {
+	return fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == "." {
 			return err
 		}
 		info, err := d.Info()
@@ -272,7 +334,7 @@ func addDir(tw *tar.Writer, dir string) error {
 		}
 		link := ""
 		if info.Mode()&fs.ModeSymlink != 0 {
-			if link, err = os.Readlink(p); err != nil {
+			if link, err = root.Readlink(p); err != nil {
 				return err
 			}
 		} else if !info.Mode().IsRegular() && !info.IsDir() {
@@ -282,7 +344,7 @@ func addDir(tw *tar.Writer, dir string) error {
 		if err != nil {
 			return err
 		}
-		h.Name = filepath.ToSlash(rel)
+		h.Name = p
 		if info.IsDir() {
 			h.Name += "/"
 		}
@@ -290,7 +352,7 @@ func addDir(tw *tar.Writer, dir string) error {
 		if err := tw.WriteHeader(h); err != nil || !info.Mode().IsRegular() {
 			return err
 		}
-		f, err := os.Open(p)
+		f, err := root.Open(p)
 		if err != nil {
 			return err
 		}

@@ -38,6 +38,10 @@ type Config struct {
 	// Entrypoint is started beside the agent and left running; empty
 	// means none.
 	Entrypoint []string
+	// EgressListen and EgressSocket, both set, make the agent forward
+	// TCP connections on the loopback address EgressListen to the Unix
+	// socket EgressSocket (envd's gate in network mode proxy).
+	EgressListen, EgressSocket string
 	// Init makes the process a minimal init that runs the agent as its
 	// child and reaps orphans (see [RunInit]), as it does anyway when it
 	// is PID 1.
@@ -56,6 +60,8 @@ func ParseArgs(args []string) (Config, error) {
 	fs.StringVar(&c.TokenEnv, "token-env", "ORCHARD_AGENT_TOKEN", "env variable with the bearer token clients must send")
 	fs.StringVar(&c.Install, "install", "", "copy this binary to the given path and exit")
 	fs.DurationVar(&c.DefaultTimeout, "default-timeout", 10*time.Minute, "timeout of commands that give none")
+	fs.StringVar(&c.EgressListen, "egress-listen", "", "forward TCP connections on this address to --egress-socket")
+	fs.StringVar(&c.EgressSocket, "egress-socket", "", "the Unix socket --egress-listen forwards to")
 	fs.BoolVar(&c.Init, "init", false, "run as a reaping init with the agent as its child (automatic when PID 1)")
 	if err := fs.Parse(args); err != nil {
 		return c, fmt.Errorf("sandbox-agent flags: %w", err)
@@ -77,6 +83,14 @@ func Run(ctx context.Context, c Config, lookupEnv func(string) (string, bool), l
 	token, _ := lookupEnv(c.TokenEnv)
 	srv := New(Options{Workdir: c.Workdir, BaseEnv: baseEnv(c.TokenEnv), Token: token, DefaultTimeout: c.DefaultTimeout, Logger: logger})
 	defer srv.Close()
+	if c.EgressListen != "" && c.EgressSocket != "" {
+		br, err := startBridge(c.EgressListen, c.EgressSocket)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		defer br.Close()
+	}
 	if len(c.Entrypoint) > 0 {
 		stop, err := startEntrypoint(c.Entrypoint, logger)
 		if err != nil {

@@ -21,9 +21,11 @@ const (
 	LabelState     = "orchard.dev/state"            // "warm" or "claimed"
 	LabelSandbox   = "orchard.dev/sandbox"          // sandbox id once claimed
 	LabelTemplate  = "orchard.dev/template"         // hash of the pod-shaping spec fields
-	// LabelNetwork is "none" on pods of sandboxes created with network
-	// "none"; the NetworkPolicy in deploy/base/networkpolicy.yaml selects
-	// them and allows only envd to reach their agent.
+	// LabelNetwork is the network mode ("none" or "proxy") of a
+	// sandbox's pod; host-mode pods have none. The NetworkPolicies in
+	// deploy/base/networkpolicy.yaml (none: no egress) and
+	// networkpolicy-proxy.yaml (proxy: egress to the proxy's pods and DNS
+	// only) select on it, and both let only envd reach the agent.
 	LabelNetwork = "orchard.dev/network"
 	managedBy    = "orchard-envd"
 
@@ -55,7 +57,7 @@ var Rules = []rbacv1.PolicyRule{{
 // are only claimed by specs they fit. Env, TTL and episode are applied at
 // claim or exec time and do not count.
 func templateKey(spec *envd.Spec, runtimeClass string) string {
-	b, _ := json.Marshal([]any{spec.Image, spec.Command, spec.Workdir, spec.Resources, runtimeClass, spec.Network == "none"})
+	b, _ := json.Marshal([]any{spec.Image, spec.Command, spec.Workdir, spec.Resources, runtimeClass, networkLabel(spec)})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
 }
@@ -110,8 +112,12 @@ func (b *Backend) podFor(name, token, key string, spec *envd.Spec) *corev1.Pod {
 			},
 		},
 	}
-	if spec.Network == "none" {
-		pod.Labels[LabelNetwork] = "none"
+	if l := networkLabel(spec); l != "" {
+		pod.Labels[LabelNetwork] = l
+	}
+	if spec.Resources.Disk != "" {
+		q := resource.MustParse(spec.Resources.Disk)
+		pod.Spec.Volumes[1].EmptyDir.SizeLimit = &q
 	}
 	for k, v := range spec.Labels {
 		if _, taken := pod.Labels[k]; !taken {
@@ -126,6 +132,18 @@ func (b *Backend) podFor(name, token, key string, spec *envd.Spec) *corev1.Pod {
 		pod.Spec.ServiceAccountName = o.ServiceAccount
 	}
 	return pod
+}
+
+// networkLabel is the [LabelNetwork] value of spec's pods: its mode, or
+// "" for host (no policy applies).
+func networkLabel(spec *envd.Spec) string {
+	if spec.Network == envd.NetworkHost {
+		return ""
+	}
+	if spec.Network == "" {
+		return envd.NetworkProxy
+	}
+	return spec.Network
 }
 
 // resourcesFor sets requests equal to limits, so sandboxes are Guaranteed
@@ -147,7 +165,7 @@ func resourcesFor(r envd.Resources) corev1.ResourceRequirements {
 
 // validateResources reports bad quantities before MustParse sees them.
 func validateResources(r envd.Resources) error {
-	for name, v := range map[string]string{"cpu": r.CPU, "memory": r.Memory} {
+	for name, v := range map[string]string{"cpu": r.CPU, "memory": r.Memory, "disk": r.Disk} {
 		if v == "" {
 			continue
 		}

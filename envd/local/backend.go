@@ -38,12 +38,22 @@ type Options struct {
 	// AgentEnv is extra KEY=VALUE env of the agent process (and so of
 	// every command).
 	AgentEnv []string
-	// Network is the default network mode: "host" (shared, so the
-	// harness reaches the proxy on loopback) or "none"; default "host".
+	// Network is the mode of specs that give none (the envd Manager
+	// always gives one): "proxy", "none" or "host"; default "proxy".
 	Network string
+	// SandboxUID and SandboxGID are the user every sandbox process runs
+	// as, on the host and inside; default 65534 (nobody). When envd runs
+	// as root, bubblewrap is started as this user, so that a sandbox
+	// process is an unprivileged user on the host too; otherwise it runs
+	// as envd's user, mapped to this id inside.
+	SandboxUID, SandboxGID int
 	// NoUserNS disables the user namespace (it is used when the kernel
-	// allows one; capabilities are dropped either way).
+	// allows one; capabilities are dropped either way). Without one,
+	// bubblewrap runs as envd's user.
 	NoUserNS bool
+	// Defaults fill the resources a spec leaves empty; default cpu 2,
+	// memory 4Gi, pids 1024, disk 4Gi.
+	Defaults envd.Resources
 	// CgroupParent names the parent cgroup of the sandboxes' cgroups,
 	// created under envd's own cgroup; default "orchard-envd". "-"
 	// disables cgroups.
@@ -57,15 +67,21 @@ type Options struct {
 	Logger       *slog.Logger // nil discards
 }
 
-// Backend runs each sandbox as a bubblewrap jail: a read-only view of the
-// host root (or of the image directory), a writable work directory, fresh
-// /tmp, /dev and /proc, its own PID, IPC, UTS (and optionally network and
-// user) namespaces, no capabilities, and cgroup limits. It implements
-// envd.Backend and is safe for concurrent use.
+// Backend runs each sandbox as a bubblewrap jail: a read-only minimal
+// root (the host's system directories and a filtered /etc, or an image),
+// a size-limited tmpfs work directory, fresh /tmp, /dev and /proc, its
+// own PID, IPC, UTS, user and (except in network mode host) network
+// namespaces, an unprivileged user, no capabilities, no_new_privs, and
+// cgroup limits. It implements envd.Backend and is safe for concurrent
+// use.
 type Backend struct {
-	opts   Options
-	cg     *cgroups // nil when disabled
-	userNS bool
+	opts      Options
+	cg        *cgroups // nil when disabled
+	userNS    bool
+	setuid    bool     // bubblewrap starts as SandboxUID (envd is root)
+	hostRoot  []string // bubblewrap arguments of the minimal host root
+	agentPath string   // the agent binary, installed in the state dir
+	images    *imageCache
 
 	mu    sync.Mutex // guards following
 	boxes map[string]*box
@@ -77,11 +93,12 @@ type Backend struct {
 
 // box is one running jail.
 type box struct {
-	dir  string
-	cmd  *exec.Cmd
-	done chan struct{} // closed when the jail process has exited
-	cg   *cgroup
-	tr   *http.Transport
+	dir    string
+	egress *egressServer // nil unless network mode proxy with an episode
+	cmd    *exec.Cmd
+	done   chan struct{} // closed when the jail process has exited
+	cg     *cgroup
+	tr     *http.Transport
 }
 
 // New checks that bubblewrap runs and prepares the state directory and
@@ -91,19 +108,18 @@ func New(opts Options) (*Backend, error) {
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Join(opts.StateDir, "s"), 0o700); err != nil {
-		return nil, fmt.Errorf("create state dir: %w", err)
+	b := &Backend{opts: opts, boxes: map[string]*box{}, creating: map[string]bool{},
+		hostRoot: hostRootArgs("/", filepath.Join(opts.StateDir, "etc")), agentPath: filepath.Join(opts.StateDir, "agent")}
+	if err := b.prepareStateDir(); err != nil {
+		return nil, err
 	}
 	if out, err := exec.Command(opts.Bwrap, "--ro-bind", "/", "/", "true").CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("bubblewrap %s does not run (install the bubblewrap package): %w: %s", opts.Bwrap, err, out)
 	}
-	b := &Backend{opts: opts, boxes: map[string]*box{}, creating: map[string]bool{}}
-	if !opts.NoUserNS {
-		b.userNS = exec.Command(opts.Bwrap, "--unshare-user", "--ro-bind", "/", "/", "true").Run() == nil
-		if !b.userNS {
-			opts.Logger.Warn("user namespaces unavailable; sandboxes run without one (capabilities are still dropped)")
-		}
+	if err := b.probeUserNS(); err != nil {
+		return nil, err
 	}
+	b.images = newImageCache(filepath.Join(opts.StateDir, "images"))
 	if opts.CgroupParent != "-" {
 		b.cg = detectCgroups(opts.CgroupParent)
 		if b.cg.warning != "" {
@@ -142,10 +158,16 @@ func (o *Options) defaults() error {
 		o.AgentArgs = []string{"sandbox-agent"}
 	}
 	if o.Network == "" {
-		o.Network = "host"
+		o.Network = envd.NetworkProxy
 	}
-	if o.Network != "host" && o.Network != "none" {
-		return fmt.Errorf("network %q: want host or none", o.Network)
+	if o.Network != envd.NetworkProxy && o.Network != envd.NetworkHost && o.Network != envd.NetworkNone {
+		return fmt.Errorf("network %q: want proxy, none or host", o.Network)
+	}
+	if o.SandboxUID == 0 && o.SandboxGID == 0 {
+		o.SandboxUID, o.SandboxGID = 65534, 65534
+	}
+	if o.Defaults == (envd.Resources{}) {
+		o.Defaults = DefaultResources
 	}
 	if o.CgroupParent == "" {
 		o.CgroupParent = "orchard-envd"
@@ -159,6 +181,65 @@ func (o *Options) defaults() error {
 	return nil
 }
 
+// DefaultResources are the limits of a sandbox whose spec gives none.
+var DefaultResources = envd.Resources{CPU: "2", Memory: "4Gi", PIDs: 1024, Disk: "4Gi"}
+
+// prepareStateDir creates the state dir (searchable, not listable, by
+// the sandbox user when bubblewrap runs as that user) and installs the
+// agent binary in it.
+func (b *Backend) prepareStateDir() error {
+	for _, d := range []string{b.opts.StateDir, filepath.Join(b.opts.StateDir, "s")} {
+		if err := os.MkdirAll(d, 0o711); err != nil {
+			return fmt.Errorf("create state dir: %w", err)
+		}
+		if err := os.Chmod(d, 0o711); err != nil {
+			return fmt.Errorf("create state dir: %w", err)
+		}
+	}
+	if err := mirrorEtc("/etc", filepath.Join(b.opts.StateDir, "etc")); err != nil {
+		return fmt.Errorf("filtered /etc for sandboxes: %w", err)
+	}
+	return installAgent(b.opts.AgentPath, b.agentPath)
+}
+
+// probeUserNS decides how jails get their unprivileged user: started as
+// SandboxUID in a user namespace when envd is root, else in a user
+// namespace mapping envd's user, else (NoUserNS, or no user namespaces)
+// without one.
+func (b *Backend) probeUserNS() error {
+	if b.opts.NoUserNS {
+		b.opts.Logger.Warn("no user namespace (--no-userns): sandboxes run as envd's user, capabilities dropped")
+		return nil
+	}
+	b.setuid = os.Geteuid() == 0
+	if b.setuid {
+		if err := checkTraversable(b.opts.StateDir); err != nil {
+			return err
+		}
+	}
+	cmd := exec.Command(b.opts.Bwrap, "--unshare-user", "--ro-bind", "/", "/", "true")
+	cmd.SysProcAttr = b.procAttr()
+	out, err := cmd.CombinedOutput()
+	if err != nil && b.setuid {
+		return fmt.Errorf("bubblewrap as uid %d with a user namespace: %w: %s", b.opts.SandboxUID, err, out)
+	}
+	b.userNS = err == nil
+	if !b.userNS {
+		b.opts.Logger.Warn("user namespaces unavailable; sandboxes run as envd's user without one (capabilities are still dropped)")
+	}
+	return nil
+}
+
+// procAttr is how bubblewrap is started: in its own process group, killed
+// with envd, and as the sandbox user when envd is root.
+func (b *Backend) procAttr() *syscall.SysProcAttr {
+	a := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if b.setuid {
+		a.Credential = &syscall.Credential{Uid: uint32(b.opts.SandboxUID), Gid: uint32(b.opts.SandboxGID), Groups: []uint32{}}
+	}
+	return a
+}
+
 // meta is written to each sandbox directory so a later envd can find and
 // kill what an earlier one left running.
 type meta struct {
@@ -169,14 +250,21 @@ type meta struct {
 
 // Create starts the jail and waits until its agent answers.
 func (b *Backend) Create(ctx context.Context, id string, spec *envd.Spec) (*envd.Instance, error) {
-	lim, err := parseLimits(spec.Resources)
+	if spec.Network == "" {
+		spec.Network = b.opts.Network
+	}
+	res := b.withDefaults(spec.Resources)
+	lim, err := parseLimits(res)
 	if err != nil {
 		return nil, err
 	}
-	if spec.Image != "" {
-		if st, err := os.Stat(spec.Image); err != nil || !st.IsDir() || !filepath.IsAbs(spec.Image) {
-			return nil, envd.Errorf(envd.ErrBadRequest, "image %q: the local backend wants an absolute root filesystem directory", spec.Image)
-		}
+	disk, err := parseDisk(res.Disk)
+	if err != nil {
+		return nil, err
+	}
+	root, err := b.images.root(ctx, spec.Image)
+	if err != nil {
+		return nil, err
 	}
 	bx := &box{dir: filepath.Join(b.opts.StateDir, "s", id), done: make(chan struct{})}
 	b.mu.Lock()
@@ -187,10 +275,14 @@ func (b *Backend) Create(ctx context.Context, id string, spec *envd.Spec) (*envd
 		delete(b.creating, id)
 		b.mu.Unlock()
 	}()
-	if err := os.MkdirAll(filepath.Join(bx.dir, "work"), 0o755); err != nil {
+	if err := os.Mkdir(bx.dir, 0o711); err != nil {
 		return nil, fmt.Errorf("create sandbox dir: %w", err)
 	}
-	warns, err := b.start(ctx, id, spec, lim, bx)
+	if err := b.serveEgress(spec, bx); err != nil {
+		b.teardown(bx)
+		return nil, err
+	}
+	warns, err := b.start(ctx, id, spec, jailSpec{root: root, disk: disk, lim: lim}, bx)
 	if err != nil {
 		b.teardown(bx)
 		return nil, err
@@ -198,11 +290,48 @@ func (b *Backend) Create(ctx context.Context, id string, spec *envd.Spec) (*envd
 	b.mu.Lock()
 	b.boxes[id] = bx
 	b.mu.Unlock()
-	return &envd.Instance{BaseURL: "http://sandbox", Transport: bx.tr, Workdir: spec.Workdir, Warnings: warns}, nil
+	return &envd.Instance{BaseURL: "http://sandbox", Transport: bx.tr, Workdir: spec.Workdir, Warnings: warns,
+		EgressBridged: spec.Egress != nil}, nil
+}
+
+// jailSpec is what Create resolved for start: the root filesystem ("" is
+// the minimal host root), the work dir's size and the cgroup limits.
+type jailSpec struct {
+	root string
+	disk int64
+	lim  limits
+}
+
+// withDefaults fills the fields r leaves empty from the backend defaults.
+func (b *Backend) withDefaults(r envd.Resources) envd.Resources {
+	d := b.opts.Defaults
+	if r.CPU == "" {
+		r.CPU = d.CPU
+	}
+	if r.Memory == "" {
+		r.Memory = d.Memory
+	}
+	if r.PIDs == 0 {
+		r.PIDs = d.PIDs
+	}
+	if r.Disk == "" {
+		r.Disk = d.Disk
+	}
+	return r
+}
+
+// parseDisk reads the work dir size; it must be at least 1 MiB.
+func parseDisk(s string) (int64, error) {
+	v, err := parseQuantity(s)
+	if err != nil || v < 1<<20 {
+		return 0, envd.Errorf(envd.ErrBadRequest, "resources.disk %q: want a size of at least 1Mi, like \"4Gi\"", s)
+	}
+	return v, nil
 }
 
 // start launches bubblewrap for bx and waits for the agent.
-func (b *Backend) start(ctx context.Context, id string, spec *envd.Spec, lim limits, bx *box) ([]string, error) {
+func (b *Backend) start(ctx context.Context, id string, spec *envd.Spec, js jailSpec, bx *box) ([]string, error) {
+	lim := js.lim
 	sock := filepath.Join(bx.dir, "a.sock")
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
 	if err != nil {
@@ -234,10 +363,10 @@ func (b *Backend) start(ctx context.Context, id string, spec *envd.Spec, lim lim
 		return nil, fmt.Errorf("agent log: %w", err)
 	}
 	defer logf.Close()
-	bx.cmd = exec.Command(b.opts.Bwrap, b.bwrapArgs(spec, bx.dir)...)
+	bx.cmd = exec.Command(b.opts.Bwrap, b.bwrapArgs(spec, js.root, bx.dir, js.disk)...)
 	bx.cmd.Stdout, bx.cmd.Stderr = logf, logf
 	bx.cmd.ExtraFiles = []*os.File{lnFile, blockR} // fds 3 and 4
-	bx.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	bx.cmd.SysProcAttr = b.procAttr()
 	err = bx.cmd.Start()
 	blockR.Close()
 	if err != nil {

@@ -51,7 +51,7 @@ func v2Parent(t *testing.T) string {
 func newV2Env(t *testing.T) (e *env, root string) {
 	t.Helper()
 	root = cgroup2Root(t)
-	opts := testOptions(t.TempDir())
+	opts := testOptions(stateDir(t))
 	opts.CgroupParent = "-"
 	b, err := New(opts)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -35,9 +36,23 @@ func testOptions(stateDir string) Options {
 	}
 }
 
+// stateDir returns a temporary state dir whose ancestors the sandbox
+// user can search (t.TempDir makes them 0700): bubblewrap runs as that
+// user when the tests run as root.
+func stateDir(t testing.TB) string {
+	t.Helper()
+	d := t.TempDir()
+	for _, p := range []string{d, filepath.Dir(d)} {
+		if err := os.Chmod(p, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return d
+}
+
 func newBackend(t testing.TB) *Backend {
 	t.Helper()
-	b, err := New(testOptions(t.TempDir()))
+	b, err := New(testOptions(stateDir(t)))
 	if err != nil {
 		t.Skipf("local backend unavailable: %v", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -14,33 +15,69 @@ import (
 	"github.com/orchard-rl/orchard/envd"
 )
 
-// agentMount is where the agent binary appears inside every jail.
-const agentMount = "/.orchard/agent"
+// agentMount is where the agent binary appears inside every jail, and
+// egressMount the socket of envd's gate in network mode proxy.
+const (
+	agentMount  = "/.orchard/agent"
+	egressMount = "/.orchard/egress.sock"
+)
+
+// systemDirs are the host directories a jail without an image sees,
+// read-only; /etc comes filtered ([etcEntries]).
+var systemDirs = []string{"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"}
 
 // bwrapArgs builds the bubblewrap command line for a sandbox whose state
-// lives in dir. The root is a tmpfs holding read-only binds of each
-// top-level entry of the image (or host) root, so the work directory can
-// be created anywhere; /proc, /dev, /tmp and /run are fresh, and the state
-// dir and the work dir's own top-level host entry are not visible.
-func (b *Backend) bwrapArgs(spec *envd.Spec, dir string) []string {
-	a := []string{"--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-		"--hostname", "sandbox", "--cap-drop", "ALL"}
+// lives in dir, with root as its root filesystem ("" means the minimal
+// host root). The root is a tmpfs holding read-only binds, so the work
+// directory (a size-limited tmpfs) can be created anywhere; /proc, /dev,
+// /tmp and /run are fresh.
+func (b *Backend) bwrapArgs(spec *envd.Spec, root, dir string, disk int64) []string {
+	a := []string{"--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+		"--unshare-cgroup-try", "--hostname", "sandbox", "--cap-drop", "ALL"}
 	if b.userNS {
-		a = append(a, "--unshare-user", "--uid", "0", "--gid", "0")
+		a = append(a, "--unshare-user", "--disable-userns", "--uid", strconv.Itoa(b.opts.SandboxUID),
+			"--gid", strconv.Itoa(b.opts.SandboxGID))
 	}
-	network := spec.Network
-	if network == "" {
-		network = b.opts.Network
-	}
-	if network == "none" {
+	if spec.Network != envd.NetworkHost {
 		a = append(a, "--unshare-net")
 	}
-	root := spec.Image
 	if root == "" {
-		root = "/"
+		a = append(a, b.hostRoot...)
+	} else {
+		a = append(a, imageRootArgs(root, spec.Workdir)...)
 	}
-	workTop := strings.SplitN(strings.TrimPrefix(spec.Workdir, "/"), "/", 2)[0]
-	bound := map[string]bool{}
+	size := strconv.FormatInt(disk, 10)
+	a = append(a, "--proc", "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/tmp", "--tmpfs", "/run")
+	if root == "" {
+		a = append(a, b.hideArgs()...)
+	}
+	a = append(a, "--ro-bind", b.agentPath, agentMount)
+	if spec.Egress != nil {
+		a = append(a, "--bind", filepath.Join(dir, "egress.sock"), egressMount)
+	}
+	a = append(a, "--perms", "0755", "--size", size, "--tmpfs", spec.Workdir,
+		"--remount-ro", "/", "--chdir", spec.Workdir,
+		"--clearenv", "--setenv", "PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"--setenv", "HOME", spec.Workdir, "--setenv", "HOSTNAME", "sandbox")
+	for _, kv := range b.opts.AgentEnv {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			a = append(a, "--setenv", k, v)
+		}
+	}
+	a = append(a, "--block-fd", "4", agentMount)
+	a = append(a, b.opts.AgentArgs...)
+	a = append(a, "--listen-fd", "3", "--workdir", spec.Workdir)
+	if spec.Egress != nil {
+		a = append(a, "--egress-listen", "127.0.0.1:"+strconv.Itoa(spec.Egress.Port), "--egress-socket", egressMount)
+	}
+	return a
+}
+
+// imageRootArgs binds each top-level entry of an image's root
+// filesystem read-only, except those the jail makes itself.
+func imageRootArgs(root, workdir string) []string {
+	workTop := strings.SplitN(strings.TrimPrefix(workdir, "/"), "/", 2)[0]
+	var a []string
 	ents, _ := os.ReadDir(root)
 	for _, e := range ents {
 		name := e.Name()
@@ -56,27 +93,23 @@ func (b *Backend) bwrapArgs(spec *envd.Spec, dir string) []string {
 			continue
 		}
 		a = append(a, "--ro-bind", src, "/"+name)
-		bound[name] = true
 	}
-	a = append(a, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run")
+	return a
+}
+
+// hideArgs covers the state dir and the Hide paths with empty tmpfs
+// where they would be visible in the minimal host root.
+func (b *Backend) hideArgs() []string {
+	var a []string
 	for _, p := range append([]string{b.opts.StateDir}, b.opts.Hide...) {
-		if top := strings.SplitN(strings.TrimPrefix(p, "/"), "/", 2)[0]; bound[top] && spec.Image == "" {
-			a = append(a, "--tmpfs", p)
+		top := strings.SplitN(strings.TrimPrefix(p, "/"), "/", 2)[0]
+		if slices.Contains(systemDirs, top) || top == "etc" {
+			if _, err := os.Stat(p); err == nil {
+				a = append(a, "--tmpfs", p, "--remount-ro", p)
+			}
 		}
 	}
-	a = append(a, "--ro-bind", b.opts.AgentPath, agentMount,
-		"--bind", filepath.Join(dir, "work"), spec.Workdir,
-		"--remount-ro", "/", "--chdir", spec.Workdir,
-		"--clearenv", "--setenv", "PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-		"--setenv", "HOME", spec.Workdir, "--setenv", "HOSTNAME", "sandbox")
-	for _, kv := range b.opts.AgentEnv {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			a = append(a, "--setenv", k, v)
-		}
-	}
-	a = append(a, "--block-fd", "4", agentMount)
-	a = append(a, b.opts.AgentArgs...)
-	return append(a, "--listen-fd", "3", "--workdir", spec.Workdir)
+	return a
 }
 
 // addTree moves pid and its descendants (the jail's init, blocked before
@@ -158,6 +191,7 @@ func (b *Backend) teardownCtx(ctx context.Context, bx *box) error {
 	if bx.tr != nil {
 		bx.tr.CloseIdleConnections()
 	}
+	bx.egress.close()
 	bx.cg.destroy()
 	if err := os.RemoveAll(bx.dir); err != nil {
 		return fmt.Errorf("remove sandbox dir: %w", err)

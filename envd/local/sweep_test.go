@@ -43,7 +43,7 @@ func waitExit(t *testing.T, pid int) {
 // removes what is left: the jail's processes, its directory, its cgroups.
 func TestCrashSweep(t *testing.T) {
 	t.Parallel()
-	state := t.TempDir()
+	state := stateDir(t)
 	cgParent := fmt.Sprintf("orchard-test-%d-crash", os.Getpid())
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), serveModeEnv+"="+state, "ORCHARD_ENVD_TEST_CGROUP="+cgParent)
@@ -190,7 +190,7 @@ func TestCgroupLimits(t *testing.T) {
 // must not be taken for an orphan (a clean-clone CI run lost one so).
 func TestSweepSparesCreating(t *testing.T) {
 	t.Parallel()
-	state := t.TempDir()
+	state := stateDir(t)
 	b, err := New(testOptions(state))
 	if err != nil {
 		t.Fatal(err)

@@ -21,6 +21,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(agentModeEnv) == "1" {
 		os.Exit(runAgent())
 	}
+	if os.Getenv(probeModeEnv) == "1" {
+		os.Exit(runProbe(os.Args[1:]))
+	}
 	if os.Getenv(serveModeEnv) != "" {
 		os.Exit(runServe())
 	}
