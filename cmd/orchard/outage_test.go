@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/orchard-rl/orchard/internal/llmtest"
-	"github.com/orchard-rl/orchard/internal/proxytest"
 	"github.com/orchard-rl/orchard/internal/redistest"
+	"github.com/orchard-rl/orchard/proxy/proxytest"
 	"github.com/orchard-rl/orchard/recorder"
 	"github.com/orchard-rl/orchard/recorder/redisstore"
 )

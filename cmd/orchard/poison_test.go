@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/orchard-rl/orchard/internal/llmtest"
-	"github.com/orchard-rl/orchard/internal/proxytest"
+	"github.com/orchard-rl/orchard/proxy/proxytest"
 )
 
 // plantSegmentPoison appends to the newest segment of the embedded store in
