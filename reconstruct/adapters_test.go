@@ -35,11 +35,11 @@ func TestAdapterFields(t *testing.T) {
 	t.Parallel()
 	want := map[string][]string{
 		FormatSFT:         {"loss_mask", "messages", "tools"},
-		FormatVerl:        {"extra_info", "messages", "tools"},                                    // MultiTurnSFTDataset messages_key, tools_key
-		FormatVerlPrompts: {"ability", "data_source", "extra_info", "prompt", "reward_model"},      // RLHFDataset prompt_key + reward columns
+		FormatVerl:        {"extra_info", "messages", "tools"},                                // MultiTurnSFTDataset messages_key, tools_key
+		FormatVerlPrompts: {"ability", "data_source", "extra_info", "prompt", "reward_model"}, // RLHFDataset prompt_key + reward columns
 		FormatVerlAgent:   {"extra_fields", "num_turns", "prompt_ids", "response_ids", "response_logprobs", "response_mask", "reward_score"},
-		FormatTRL:         {"assistant_masks", "input_ids"},                                      // tokenized rows (ids present)
-		FormatOpenRLHF:    {"datasource", "input", "output", "tools"},                            // --data.input_key input --data.output_key output
+		FormatTRL:         {"assistant_masks", "input_ids"},           // tokenized rows (ids present)
+		FormatOpenRLHF:    {"datasource", "input", "output", "tools"}, // --data.input_key input --data.output_key output
 		FormatOpenRLHFRL:  {"action_mask", "advantages", "info", "response_length", "rewards", "rollout_log_probs", "sequences", "total_length"},
 		FormatSlime:       {"loss_mask", "metadata", "response_length", "reward", "rollout_log_probs", "tokens"},
 		FormatTokens:      {"advantages", "input_ids", "logprobs", "loss_mask", "meta", "reward"},

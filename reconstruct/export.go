@@ -81,14 +81,14 @@ type Progress struct {
 type Stats struct {
 	Episodes int
 	Calls    int
-	Samples  int   // samples written (lines or rows)
+	Samples  int // samples written (lines or rows)
 	// WithIDs and WithoutIDs split Samples by whether the sample carries
 	// token ids (a turn: its call's ids).
 	WithIDs, WithoutIDs int
 	// Dropped counts segments (or, for --require-tokens, samples) the
 	// format wrote nothing for, by reason ([DropNoTokenIDs], ...).
 	Dropped map[string]int
-	Bytes    int64 // request and response bytes of the calls read
+	Bytes   int64 // request and response bytes of the calls read
 	// Unusable counts calls no sample trains on, by reason.
 	Unusable map[string]int
 	// Drift counts token breaks by drift class.
