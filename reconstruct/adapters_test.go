@@ -3,7 +3,10 @@ package reconstruct
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
+
+	"github.com/tidwall/gjson"
 )
 
 // jsonType names the JSON type of v as decoded by encoding/json.
@@ -25,70 +28,91 @@ func jsonType(v any) string {
 	return fmt.Sprintf("%T", v)
 }
 
-// TestAdapterFields checks the field names and JSON types of the trainer
-// formats against what each library's dataset reads (docs/sample-format.md):
-// verl MultiTurnSFTDataset (messages, tools), TRL SFTTrainer (messages,
-// tools; input_ids + assistant_masks when tokenized), OpenRLHF SFTDataset
-// --multiturn (input, datasource).
+// TestAdapterFields checks the top-level field names of each trainer
+// format against the names its trainer's loader reads
+// (docs/sample-format.md gives the files and versions).
 func TestAdapterFields(t *testing.T) {
 	t.Parallel()
-	want := map[string]map[string]string{
-		FormatSFT:      {"messages": "array", "tools": "array"},
-		FormatVerl:     {"messages": "array", "tools": "array", "extra_info": "object"},
-		FormatTRL:      {"messages": "array", "tools": "array", "input_ids": "array", "assistant_masks": "array"},
-		FormatOpenRLHF: {"input": "array", "datasource": "string"},
+	want := map[string][]string{
+		FormatSFT:         {"loss_mask", "messages", "tools"},
+		FormatVerl:        {"extra_info", "messages", "tools"},                                // MultiTurnSFTDataset messages_key, tools_key
+		FormatVerlPrompts: {"ability", "data_source", "extra_info", "prompt", "reward_model"}, // RLHFDataset prompt_key + reward columns
+		FormatVerlAgent:   {"extra_fields", "num_turns", "prompt_ids", "response_ids", "response_logprobs", "response_mask", "reward_score"},
+		FormatTRL:         {"assistant_masks", "input_ids"},           // tokenized rows (ids present)
+		FormatOpenRLHF:    {"datasource", "input", "output", "tools"}, // --data.input_key input --data.output_key output
+		FormatOpenRLHFRL:  {"action_mask", "advantages", "info", "response_length", "rewards", "rollout_log_probs", "sequences", "total_length"},
+		FormatSlime:       {"loss_mask", "metadata", "response_length", "reward", "rollout_log_probs", "tokens"},
+		FormatTokens:      {"advantages", "input_ids", "logprobs", "loss_mask", "meta", "reward"},
 	}
-	msgsKey := map[string]string{FormatSFT: "messages", FormatVerl: "messages", FormatTRL: "messages", FormatOpenRLHF: "input"}
 	for format, fields := range want {
 		t.Run(format, func(t *testing.T) {
 			lines, _ := exportLines(t, readInput(t, goldenDir+"/chat-tools.input.jsonl"), Options{Format: format})
-			if len(lines) != 1 {
-				t.Fatalf("got %d lines, want 1", len(lines))
+			if len(lines) == 0 {
+				t.Fatal("no lines")
 			}
 			var row map[string]any
 			if err := json.Unmarshal(lines[0], &row); err != nil {
 				t.Fatal(err)
 			}
-			if len(row) != len(fields) {
-				t.Errorf("row has %d fields, want %d: %v", len(row), len(fields), row)
+			var got []string
+			for k := range row {
+				got = append(got, k)
 			}
-			for k, typ := range fields {
-				if got := jsonType(row[k]); got != typ {
-					t.Errorf("%s is %s, want %s", k, got, typ)
-				}
-			}
-			checkTrainerMessages(t, row[msgsKey[format]].([]any))
-			if format == FormatTRL && len(row["input_ids"].([]any)) != len(row["assistant_masks"].([]any)) {
-				t.Error("input_ids and assistant_masks differ in length")
+			slices.Sort(got)
+			if !slices.Equal(got, fields) {
+				t.Errorf("fields = %v, want %v", got, fields)
 			}
 		})
 	}
+	t.Run("trl-prompt-completion", func(t *testing.T) {
+		lines, _ := exportLines(t, readInput(t, goldenDir+"/messages-parallel-stream-no-tokens.input.jsonl"), Options{Format: FormatTRL})
+		for _, l := range lines {
+			if !gjson.GetBytes(l, "prompt").IsArray() || len(gjson.GetBytes(l, "completion").Array()) != 1 || gjson.GetBytes(l, "tools").Type != gjson.String {
+				t.Errorf("not a conversational prompt-completion row: %s", l)
+			}
+		}
+	})
 }
 
-// checkTrainerMessages checks chat template messages: a role, string
-// content, tool calls with object arguments, tool messages linked by id.
-func checkTrainerMessages(t *testing.T, msgs []any) {
-	t.Helper()
-	roles := map[string]bool{"system": true, "user": true, "assistant": true, "tool": true}
-	calls := 0
-	for i, m := range msgs {
-		msg := m.(map[string]any)
-		if !roles[msg["role"].(string)] || jsonType(msg["content"]) != "string" {
-			t.Errorf("message %d: role %v, content %s", i, msg["role"], jsonType(msg["content"]))
-		}
-		for _, tc := range asSlice(msg["tool_calls"]) {
-			fn := tc.(map[string]any)["function"].(map[string]any)
-			if jsonType(fn["name"]) != "string" || jsonType(fn["arguments"]) != "object" {
-				t.Errorf("message %d: tool call function %v", i, fn)
+// TestTrainerMessages checks chat template messages in both tool
+// encodings: a role, string content, tool calls whose arguments are JSON
+// text (strings) or JSON objects (objects), tool messages linked by id.
+func TestTrainerMessages(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ toolsAs, args, tools string }{
+		{ToolsAsStrings, "string", "string"}, {ToolsAsObjects, "object", "array"},
+	} {
+		t.Run(tc.toolsAs, func(t *testing.T) {
+			lines, _ := exportLines(t, readInput(t, goldenDir+"/chat-tools.input.jsonl"), Options{Format: FormatSFT, ToolsAs: tc.toolsAs})
+			var row map[string]any
+			if err := json.Unmarshal(lines[0], &row); err != nil {
+				t.Fatal(err)
 			}
-			calls++
-		}
-		if msg["role"] == "tool" && jsonType(msg["tool_call_id"]) != "string" {
-			t.Errorf("message %d: tool message without tool_call_id", i)
-		}
-	}
-	if calls != 2 {
-		t.Errorf("found %d tool calls, want 2", calls)
+			if got := jsonType(row["tools"]); got != tc.tools {
+				t.Errorf("tools is %s, want %s", got, tc.tools)
+			}
+			roles := map[string]bool{"system": true, "user": true, "assistant": true, "tool": true}
+			calls := 0
+			for i, m := range row["messages"].([]any) {
+				msg := m.(map[string]any)
+				if !roles[msg["role"].(string)] || jsonType(msg["content"]) != "string" {
+					t.Errorf("message %d: role %v, content %s", i, msg["role"], jsonType(msg["content"]))
+				}
+				for _, c := range asSlice(msg["tool_calls"]) {
+					fn := c.(map[string]any)["function"].(map[string]any)
+					if jsonType(fn["name"]) != "string" || jsonType(fn["arguments"]) != tc.args {
+						t.Errorf("message %d: tool call function %v", i, fn)
+					}
+					calls++
+				}
+				if msg["role"] == "tool" && jsonType(msg["tool_call_id"]) != "string" {
+					t.Errorf("message %d: tool message without tool_call_id", i)
+				}
+			}
+			if calls != 2 {
+				t.Errorf("found %d tool calls, want 2", calls)
+			}
+		})
 	}
 }
 

@@ -90,3 +90,24 @@ func BenchmarkExportTurns(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkExportEncoding compares parquet with JSONL output for the
+// trainer formats on the BenchmarkExport workload (chat, one worker):
+// MB/s of orchard.call/v1 records read per core. Parquet rows are encoded
+// on the goroutine that writes the file, JSONL lines on the worker.
+func BenchmarkExportEncoding(b *testing.B) {
+	for _, format := range []string{FormatSFT, FormatVerl, FormatTRL, FormatOpenRLHF, FormatSlime, FormatTokens} {
+		for _, enc := range []string{EncodingJSONL, EncodingParquet} {
+			b.Run(format+"/"+enc, func(b *testing.B) {
+				src, size, _ := benchSource(b, apiChat, *benchEpisodes, 50, 20)
+				b.SetBytes(size)
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := Export(context.Background(), src, io.Discard, Options{Format: format, Encoding: enc, Workers: 1}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}

@@ -10,19 +10,6 @@ import (
 	"github.com/orchard-rl/orchard/recorder"
 )
 
-// Output formats (--format).
-const (
-	FormatTurns        = "turns"        // orchard.turn/v1, one line per call
-	FormatTrajectories = "trajectories" // orchard.trajectory/v1, one line per segment
-	FormatSFT          = "sft"          // messages + tools
-	FormatVerl         = "verl"         // verl MultiTurnSFTDataset fields
-	FormatTRL          = "trl"          // TRL SFTTrainer conversational (+ tokenized) fields
-	FormatOpenRLHF     = "openrlhf"     // OpenRLHF SFTDataset multiturn fields
-)
-
-// Formats lists the output formats.
-var Formats = []string{FormatTurns, FormatTrajectories, FormatSFT, FormatVerl, FormatTRL, FormatOpenRLHF}
-
 // newEpisode reconstructs an episode from its calls: reads each call,
 // threads them into segments and handles token drift by onDrift.
 func newEpisode(info recorder.EpisodeSummary, calls []*recorder.Call, onDrift string, st *Stats) *episode {
@@ -59,46 +46,12 @@ func numberSegments(segs []*segment) {
 	}
 }
 
-// encode appends the episode's lines in format to buf.
-func (e *episode) encode(opts *Options, buf *bytes.Buffer, st *Stats) error {
-	format := opts.Format
-	enc := json.NewEncoder(buf)
-	enc.SetEscapeHTML(false)
-	if format == FormatTurns {
-		pc := promptCache{}
-		var line bytes.Buffer
-		lineEnc := json.NewEncoder(&line)
-		lineEnc.SetEscapeHTML(false)
-		for _, cs := range e.calls {
-			if cs.reason == "unsupported_api" {
-				continue
-			}
-			t, prompt := e.turn(cs, pc)
-			if opts.Annotator != nil {
-				if err := opts.Annotator.AnnotateTurn(t); err != nil {
-					return fmt.Errorf("annotate call %s: %w", cs.call.CallID, err)
-				}
-			}
-			if prompt == nil {
-				if err := enc.Encode(t); err != nil {
-					return err
-				}
-				st.Samples++
-				continue
-			}
-			line.Reset()
-			if err := lineEnc.Encode(t); err != nil {
-				return err
-			}
-			out, ok := spliceField(line.Bytes(), "prompt", prompt)
-			if !ok {
-				return fmt.Errorf("call %s: no prompt member in its turn line", cs.call.CallID)
-			}
-			buf.Write(out)
-			st.Samples++
-		}
-		return nil
+// encode returns the episode's rows in opts.Format, counting them in st.
+func (e *episode) encode(opts *Options, st *Stats) ([]outRow, error) {
+	if opts.Format == FormatTurns {
+		return e.encodeTurns(opts, st)
 	}
+	var rows []outRow
 	for _, s := range e.segs {
 		if s.dropped {
 			st.DroppedSegments++
@@ -112,18 +65,94 @@ func (e *episode) encode(opts *Options, buf *bytes.Buffer, st *Stats) error {
 		}
 		if opts.Annotator != nil {
 			if err := opts.Annotator.AnnotateTrajectory(t); err != nil {
-				return fmt.Errorf("annotate segment %d of episode %s: %w", s.id, e.info.ID, err)
+				return nil, fmt.Errorf("annotate segment %d of episode %s: %w", s.id, e.info.ID, err)
 			}
 		}
 		if opts.Check {
 			e.check(s, t, st)
 		}
-		if err := enc.Encode(adapt(format, t)); err != nil {
-			return err
+		samples, reason := []sample{{value: t, ids: t.Tokens != nil}}, ""
+		if opts.Format != FormatTrajectories {
+			samples, reason = adapt(opts.Format, t, e.index)
 		}
-		st.Samples++
+		if reason != "" {
+			st.Dropped[reason]++
+		}
+		for _, smp := range samples {
+			if err := e.addRow(&rows, smp, opts, st); err != nil {
+				return nil, err
+			}
+		}
 	}
+	return rows, nil
+}
+
+// addRow encodes one sample and counts it, or drops it for
+// --require-tokens.
+func (e *episode) addRow(rows *[]outRow, smp sample, opts *Options, st *Stats) error {
+	if opts.RequireTokens && !smp.ids {
+		st.Dropped[DropNoTokenIDs]++
+		return nil
+	}
+	r := outRow{value: smp.value, ids: smp.ids}
+	if opts.Encoding != EncodingParquet {
+		line, err := encodeLine(smp.value, opts.ToolsAs == ToolsAsObjects && opts.Format != FormatTrajectories)
+		if err != nil {
+			return fmt.Errorf("encode sample of episode %s: %w", e.info.ID, err)
+		}
+		r.line, r.value = line, nil
+	}
+	*rows = append(*rows, r)
+	st.countSample(smp.ids)
 	return nil
+}
+
+func (s *Stats) countSample(ids bool) {
+	s.Samples++
+	if ids {
+		s.WithIDs++
+	} else {
+		s.WithoutIDs++
+	}
+}
+
+// encodeTurns returns one orchard.turn/v1 line per call.
+func (e *episode) encodeTurns(opts *Options, st *Stats) ([]outRow, error) {
+	pc := promptCache{}
+	var rows []outRow
+	var line bytes.Buffer
+	enc := json.NewEncoder(&line)
+	enc.SetEscapeHTML(false)
+	for _, cs := range e.calls {
+		if cs.reason == "unsupported_api" {
+			continue
+		}
+		t, prompt := e.turn(cs, pc)
+		if opts.Annotator != nil {
+			if err := opts.Annotator.AnnotateTurn(t); err != nil {
+				return nil, fmt.Errorf("annotate call %s: %w", cs.call.CallID, err)
+			}
+		}
+		ids := t.Tokens != nil
+		if opts.RequireTokens && !ids {
+			st.Dropped[DropNoTokenIDs]++
+			continue
+		}
+		line.Reset()
+		if err := enc.Encode(t); err != nil {
+			return nil, err
+		}
+		out := slices.Clone(line.Bytes())
+		if prompt != nil {
+			var ok bool
+			if out, ok = spliceField(out, "prompt", prompt); !ok {
+				return nil, fmt.Errorf("call %s: no prompt member in its turn line", cs.call.CallID)
+			}
+		}
+		rows = append(rows, outRow{line: out, ids: ids})
+		st.countSample(ids)
+	}
+	return rows, nil
 }
 
 // turn builds the orchard.turn/v1 record of one call. When pc converts

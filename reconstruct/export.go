@@ -1,7 +1,6 @@
 package reconstruct
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -46,6 +45,20 @@ type Options struct {
 	// Annotator, when set, fills the reward fields of every sample before
 	// it is checked and formatted.
 	Annotator Annotator
+
+	// Encoding is [EncodingJSONL] ("" too) or [EncodingParquet] (trainer
+	// formats only). Export finishes a parquet file (its footer) before
+	// it returns; closing w is the caller's.
+	Encoding string
+	// ToolsAs is [ToolsAsStrings] ("" too) or [ToolsAsObjects] (JSONL
+	// only): how trainer rows hold tools and tool-call arguments.
+	ToolsAs string
+	// RequireTokens drops the samples without token ids, counted in
+	// Stats.Dropped under [DropNoTokenIDs].
+	RequireTokens bool
+	// NoTokens, when set, receives the samples without token ids in the
+	// same encoding; the writer given to Export gets the others.
+	NoTokens io.Writer
 }
 
 // Annotator fills the reward fields ([TurnReward], Trajectory.Reward,
@@ -68,8 +81,14 @@ type Progress struct {
 type Stats struct {
 	Episodes int
 	Calls    int
-	Samples  int   // lines written
-	Bytes    int64 // request and response bytes of the calls read
+	Samples  int // samples written (lines or rows)
+	// WithIDs and WithoutIDs split Samples by whether the sample carries
+	// token ids (a turn: its call's ids).
+	WithIDs, WithoutIDs int
+	// Dropped counts segments (or, for --require-tokens, samples) the
+	// format wrote nothing for, by reason ([DropNoTokenIDs], ...).
+	Dropped map[string]int
+	Bytes   int64 // request and response bytes of the calls read
 	// Unusable counts calls no sample trains on, by reason.
 	Unusable map[string]int
 	// Drift counts token breaks by drift class.
@@ -88,19 +107,21 @@ type Stats struct {
 }
 
 func newStats() Stats {
-	return Stats{Unusable: map[string]int{}, Drift: map[string]int{}, Violations: map[string]int{}}
+	return Stats{Unusable: map[string]int{}, Drift: map[string]int{}, Violations: map[string]int{}, Dropped: map[string]int{}}
 }
 
 func (s *Stats) add(o *Stats) {
 	s.Episodes += o.Episodes
 	s.Calls += o.Calls
 	s.Samples += o.Samples
+	s.WithIDs += o.WithIDs
+	s.WithoutIDs += o.WithoutIDs
 	s.Bytes += o.Bytes
 	s.DroppedSegments += o.DroppedSegments
 	s.BadSegments += o.BadSegments
 	s.Checked += o.Checked
 	s.threadOps += o.threadOps
-	for _, p := range [][2]map[string]int{{s.Unusable, o.Unusable}, {s.Drift, o.Drift}, {s.Violations, o.Violations}} {
+	for _, p := range [][2]map[string]int{{s.Unusable, o.Unusable}, {s.Drift, o.Drift}, {s.Violations, o.Violations}, {s.Dropped, o.Dropped}} {
 		for k, v := range p[1] {
 			p[0][k] += v
 		}
@@ -132,6 +153,26 @@ func (o *Options) normalize() error {
 	if !ValidDriftAction(o.OnDrift) {
 		return fmt.Errorf("%w: unknown drift action %q (want split, drop or keep)", ErrBadOptions, o.OnDrift)
 	}
+	if o.Encoding == "" {
+		o.Encoding = EncodingJSONL
+	}
+	if o.Encoding != EncodingJSONL && o.Encoding != EncodingParquet {
+		return fmt.Errorf("%w: unknown encoding %q (want jsonl or parquet)", ErrBadOptions, o.Encoding)
+	}
+	if o.Encoding == EncodingParquet && !slices.Contains(TrainerFormats, o.Format) {
+		return fmt.Errorf("%w: format %s is JSONL only; parquet is for %v", ErrBadOptions, o.Format, TrainerFormats)
+	}
+	if o.ToolsAs == "" {
+		o.ToolsAs = ToolsAsStrings
+	}
+	if o.ToolsAs != ToolsAsStrings && o.ToolsAs != ToolsAsObjects {
+		return fmt.Errorf("%w: unknown tools encoding %q (want strings or objects)", ErrBadOptions, o.ToolsAs)
+	}
+	if o.ToolsAs == ToolsAsObjects && o.Encoding == EncodingParquet {
+		// a parquet column has one schema: differing tool shapes would be
+		// merged into one, each row gaining the others' members as nulls
+		return fmt.Errorf("%w: tools as objects is JSONL only (a parquet column merges the tool shapes of all rows)", ErrBadOptions)
+	}
 	if o.Workers < 0 {
 		return fmt.Errorf("%w: workers %d < 0", ErrBadOptions, o.Workers)
 	}
@@ -142,8 +183,9 @@ func (o *Options) normalize() error {
 }
 
 // Export reconstructs the selected episodes and writes their samples to w
-// as JSON lines, in listing order whatever the number of workers. It
-// returns when every episode is written, an error occurs, or ctx is done.
+// as JSON lines or parquet rows (Options.Encoding), in listing order
+// whatever the number of workers. It returns when every episode is
+// written, an error occurs, or ctx is done.
 func Export(ctx context.Context, src Source, w io.Writer, opts Options) (Stats, error) {
 	st := newStats()
 	if err := opts.normalize(); err != nil {
@@ -154,9 +196,9 @@ func Export(ctx context.Context, src Source, w io.Writer, opts Options) (Stats, 
 		return st, err
 	}
 	type result struct {
-		i   int
-		buf []byte
-		st  Stats
+		i    int
+		rows []outRow
+		st   Stats
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -184,12 +226,12 @@ func Export(ctx context.Context, src Source, w io.Writer, opts Options) (Stats, 
 	for range opts.Workers {
 		workers.Go(func() error {
 			for i := range jobs {
-				buf, est, err := exportEpisode(wctx, src, eps[i], &opts)
+				rows, est, err := exportEpisode(wctx, src, eps[i], int64(i), &opts)
 				if err != nil {
 					return err
 				}
 				select {
-				case results <- result{i, buf, est}:
+				case results <- result{i, rows, est}:
 				case <-wctx.Done():
 					return wctx.Err()
 				}
@@ -199,6 +241,10 @@ func Export(ctx context.Context, src Source, w io.Writer, opts Options) (Stats, 
 	}
 	g.Go(func() error { defer close(results); return workers.Wait() })
 
+	main, split := newSink(&opts, w, true), rowSink(nil)
+	if opts.NoTokens != nil {
+		split = newSink(&opts, opts.NoTokens, false)
+	}
 	pending := map[int]result{}
 	next := 0
 	var werr error
@@ -211,8 +257,7 @@ func Export(ctx context.Context, src Source, w io.Writer, opts Options) (Stats, 
 			delete(pending, next)
 			next++
 			<-window
-			if _, err := w.Write(p.buf); err != nil {
-				werr = fmt.Errorf("write: %w", err)
+			if werr = writeRows(p.rows, main, split); werr != nil {
 				cancel(werr)
 				break
 			}
@@ -225,23 +270,48 @@ func Export(ctx context.Context, src Source, w io.Writer, opts Options) (Stats, 
 	if err := g.Wait(); werr == nil && err != nil {
 		return st, err
 	}
-	return st, werr
+	if werr != nil {
+		return st, werr
+	}
+	if split != nil {
+		if err := split.close(); err != nil {
+			return st, err
+		}
+	}
+	return st, main.close()
 }
 
-// exportEpisode reconstructs one episode into its lines.
-func exportEpisode(ctx context.Context, src Source, ep recorder.EpisodeSummary, opts *Options) ([]byte, Stats, error) {
+// writeRows writes an episode's rows, those without token ids to split
+// when it is set.
+func writeRows(rows []outRow, main, split rowSink) error {
+	for i := range rows {
+		dst := main
+		if split != nil && !rows[i].ids {
+			dst = split
+		}
+		if err := dst.write(&rows[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// exportEpisode reconstructs one episode (the index-th exported) into
+// its rows.
+func exportEpisode(ctx context.Context, src Source, ep recorder.EpisodeSummary, index int64, opts *Options) ([]outRow, Stats, error) {
 	st := newStats()
 	calls, err := src.Calls(ctx, ep.ID)
 	if err != nil {
 		return nil, st, fmt.Errorf("read calls of episode %s: %w", ep.ID, err)
 	}
 	e := newEpisode(ep, calls, opts.OnDrift, &st)
-	var buf bytes.Buffer
-	if err := e.encode(opts, &buf, &st); err != nil {
+	e.index = index
+	rows, err := e.encode(opts, &st)
+	if err != nil {
 		return nil, st, err
 	}
 	st.Episodes = 1
-	return buf.Bytes(), st, nil
+	return rows, st, nil
 }
 
 // selectEpisodes returns the episodes to export, in output order.

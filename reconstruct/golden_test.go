@@ -69,6 +69,8 @@ func scenarios() []scenario {
 		{"failed-episode", ep("ep", recorder.StatusFailure), playFailed},
 		{"edited-history", ep("ep", recorder.StatusSuccess), playEdited},
 		{"token-drift", ep("ep", recorder.StatusSuccess), playDrift},
+		{"qwen-canned", ep("ep", recorder.StatusSuccess), playQwenCanned},
+		{"cut-off", ep("ep", recorder.StatusSuccess), playCutOff},
 	}
 }
 
@@ -160,6 +162,50 @@ func playDrift() *sim {
 	return s
 }
 
+// playQwenCanned: Qwen Code's first request holds the workspace context
+// and an assistant message the harness wrote ("Got it. Thanks for the
+// context!"); its tools and tool-call arguments differ in shape.
+func playQwenCanned() *sim {
+	s := newSim(apiChat, "ep", 8, true)
+	th := s.newThread("You are Qwen Code.", "read_file", "run_shell_command")
+	s.user(th, "<context>the workspace</context>")
+	th.add(map[string]any{"role": "assistant", "content": "Got it. Thanks for the context!"})
+	th.pend++
+	s.user(th, "read the readme")
+	for _, c := range []simToolCall{
+		{s.id("call"), "read_file", `{"absolute_path":"/w/README.md","limit":20}`},
+		{s.id("call"), "run_shell_command", `{"command":"ls","is_background":false}`},
+	} {
+		r := simReply{reasoning: "thinking " + c.id, calls: []simToolCall{c}}
+		s.call(th, r)
+		s.results(th, r)
+	}
+	s.call(th, s.reply(0, "done"))
+	return s
+}
+
+// playCutOff: mid-episode, the client goes away during a generation and
+// later the upstream resets one; the harness resends the same prompt
+// each time.
+func playCutOff() *sim {
+	s := newSim(apiChat, "ep", 9, true)
+	th := s.newThread("You are an agent.", "bash")
+	s.user(th, "task")
+	r := s.reply(1, "")
+	s.call(th, r)
+	s.results(th, r)
+	c := s.record(th, s.reply(0, ""), 200)
+	c.EndReason = recorder.EndClientGone
+	c.Response = json.RawMessage(`{"id":"resp","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"I will"},"finish_reason":null}]}`)
+	r = s.reply(1, "")
+	s.call(th, r)
+	s.results(th, r)
+	c = s.record(th, s.reply(0, "partial answ"), 200)
+	c.EndReason, c.Error = recorder.EndUpstreamError, "connection reset by peer"
+	s.call(th, s.reply(0, "done"))
+	return s
+}
+
 // writeInput records a scenario as JSONL: the episode, then its calls.
 func writeInput(t *testing.T, sc scenario) {
 	s := sc.play()
@@ -228,11 +274,7 @@ func TestGolden(t *testing.T) {
 	}
 	for _, in := range inputs {
 		name := strings.TrimSuffix(filepath.Base(in), ".input.jsonl")
-		formats := []string{FormatTurns, FormatTrajectories}
-		if name == "chat-tools" || name == "messages-tools" {
-			formats = Formats
-		}
-		for _, format := range formats {
+		for _, format := range Formats {
 			t.Run(name+"/"+format, func(t *testing.T) {
 				var buf bytes.Buffer
 				if _, err := Export(t.Context(), readInput(t, in), &buf, Options{Format: format, Workers: 3, Check: true}); err != nil {

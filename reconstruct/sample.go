@@ -139,6 +139,7 @@ type TurnLineage struct {
 // episode is one episode being reconstructed.
 type episode struct {
 	info  recorder.EpisodeSummary
+	index int64 // position in the export, for rows that carry an index
 	calls []*callState
 	segs  []*segment
 }

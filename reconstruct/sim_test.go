@@ -77,8 +77,19 @@ func (s *sim) newThread(system string, toolNames ...string) *simThread {
 	return th
 }
 
+// toolShapes are the parameters of tools whose shape is not bash's.
+var toolShapes = map[string]map[string]any{
+	"read_file": {"type": "object", "properties": map[string]any{"absolute_path": map[string]any{"type": "string"},
+		"limit": map[string]any{"type": "number"}}, "required": []string{"absolute_path"}},
+	"run_shell_command": {"type": "object", "properties": map[string]any{"command": map[string]any{"type": "string"},
+		"is_background": map[string]any{"type": "boolean"}}, "required": []string{"command"}},
+}
+
 func (s *sim) toolDef(name string) any {
 	schema := map[string]any{"type": "object", "properties": map[string]any{"cmd": map[string]any{"type": "string"}}, "required": []string{"cmd"}}
+	if sh, ok := toolShapes[name]; ok {
+		schema = sh
+	}
 	switch s.api {
 	case apiResponses:
 		return map[string]any{"type": "function", "name": name, "description": "run " + name, "parameters": schema, "strict": false}

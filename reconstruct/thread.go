@@ -96,6 +96,10 @@ func newCallState(c *recorder.Call) *callState {
 		cs.reason = fmt.Sprintf("http_%d", c.Status)
 	case len(c.Response) == 0:
 		cs.reason = "no_response"
+	case cutOff(c.EndReason):
+		cs.reason = c.EndReason
+	case !finished(c.API, c.Response):
+		cs.reason = "no_finish_reason"
 	default:
 		comp, err := DecodeCompletion(c.API, c.Response)
 		if err != nil {
@@ -110,6 +114,32 @@ func newCallState(c *recorder.Call) *callState {
 		}
 	}
 	return cs
+}
+
+// cutOff reports whether a call's generation was cut before it ended:
+// the client went away, the upstream failed, or it fell silent. Its
+// completion is a prefix of what the policy would have generated, so no
+// sample may train on it.
+func cutOff(endReason string) bool {
+	switch endReason {
+	case recorder.EndClientGone, recorder.EndUpstreamError, recorder.EndIdleTimeout:
+		return true
+	}
+	return false
+}
+
+// finished reports whether a response says its generation ended: a
+// finish_reason (chat, completions), stop_reason (Anthropic) or a final
+// status (Responses) that is not null. A response that omits the member
+// is taken as finished.
+func finished(api string, response []byte) bool {
+	path := map[string]string{apiChat: "choices.0.finish_reason", apiCompletions: "choices.0.finish_reason",
+		apiMessages: "stop_reason", apiResponses: "status"}[api]
+	v := gjson.GetBytes(response, path)
+	if api == apiResponses && v.Exists() {
+		return v.Str == "completed" || v.Str == "incomplete"
+	}
+	return !v.Exists() || v.Type != gjson.Null
 }
 
 // thread assigns every usable call of calls (in arrival order) to a

@@ -72,6 +72,7 @@ func TestRecordThenExport(t *testing.T) {
 	if _, err := runCLI(t, "export", "--data", data, "--format", "nope"); err == nil {
 		t.Error("export with an unknown format succeeded")
 	}
+	checkTrainerExport(t, data)
 }
 
 func ints(r gjson.Result) []int64 {
