@@ -81,7 +81,7 @@ func shellActions(c *Call, cmd string) {
 		c.Edits = append(c.Edits, cleanPath(strings.TrimSpace(m[1])))
 	}
 	for _, part := range shellSplit.Split(cmd, -1) {
-		f := strings.Fields(part)
+		f := words(part)
 		if len(f) == 0 {
 			continue
 		}
@@ -108,6 +108,37 @@ func shellActions(c *Call, cmd string) {
 	}
 }
 
+// words splits a simple command into words, keeping quoted text
+// (single or double quotes) inside one word, without the quotes.
+func words(s string) []string {
+	var out []string
+	var cur strings.Builder
+	in, quote := false, byte(0)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case quote != 0 && c == quote:
+			quote = 0
+		case quote != 0:
+			cur.WriteByte(c)
+		case c == '\'' || c == '"':
+			quote, in = c, true
+		case c == ' ' || c == '\t':
+			if in {
+				out, in = append(out, cur.String()), false
+				cur.Reset()
+			}
+		default:
+			cur.WriteByte(c)
+			in = true
+		}
+	}
+	if in {
+		out = append(out, cur.String())
+	}
+	return out
+}
+
 // operands drops flags and redirections from a simple command's words.
 func operands(words []string) []string {
 	var out []string
@@ -118,7 +149,7 @@ func operands(words []string) []string {
 			i++
 		case strings.HasPrefix(w, "-") || strings.HasPrefix(w, ">") || strings.HasPrefix(w, "2>"):
 		default:
-			out = append(out, strings.Trim(w, `'"`))
+			out = append(out, w)
 		}
 	}
 	return out
@@ -151,7 +182,7 @@ func Under(file, dir string) bool {
 	return SamePath(file, dir) || SamePath(path.Dir(file), dir)
 }
 
-var testCommand = regexp.MustCompile(`(?:^|[\s;&|(])(?:pytest|py\.test|go test|cargo test|(?:npm|yarn|pnpm) (?:run )?test|npx (?:jest|vitest)|jest|vitest|tox|make (?:test|check)|python[\d.]* -m (?:pytest|unittest))\b`)
+var testCommand = regexp.MustCompile(`(?:^|[\s;&|(])(?:pytest|py\.test|go test|cargo test|(?:npm|yarn|pnpm) (?:run )?test|npx (?:jest|vitest)|jest|vitest|tox|make(?: -\S+)* (?:test|check)|python[\d.]* -m (?:pytest|unittest))\b`)
 
 // IsTestCommand reports whether a shell command line runs a test runner.
 func IsTestCommand(cmd string) bool { return testCommand.MatchString(cmd) }

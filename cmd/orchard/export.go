@@ -31,6 +31,7 @@ type exportFlags struct {
 	workers  int
 	check    bool
 	onDrift  string
+	rewards  rewardFlags
 }
 
 func newExportCmd() *cobra.Command {
@@ -56,6 +57,7 @@ func newExportCmd() *cobra.Command {
 	fl.IntVar(&f.workers, "workers", 0, "episodes reconstructed in parallel (0: one per CPU); output order is the same for any value")
 	fl.BoolVar(&f.check, "check", false, "verify every token trajectory and report violations per drift class")
 	fl.StringVar(&f.onDrift, "on-drift", reconstruct.DriftSplit, "what to do when token ids break inside a segment: split|drop|keep")
+	addRewardFlags(cmd, &f.rewards, "")
 	return cmd
 }
 
@@ -77,6 +79,9 @@ func (f *exportFlags) options(now time.Time) (reconstruct.Options, error) {
 	}
 	if f.workers < 0 {
 		return o, fmt.Errorf("--workers %d: want 0 or more", f.workers)
+	}
+	if ok, err := f.rewards.checkFormat(f.format); ok {
+		return o, err
 	}
 	for _, known := range reconstruct.Formats {
 		if f.format == known {
@@ -108,7 +113,7 @@ func runExport(cmd *cobra.Command, f *exportFlags) error {
 		bar = newExportBar(stderr)
 		opts.Progress = func(p reconstruct.Progress) { updateBar(bar, p, start) }
 	}
-	st, err := reconstruct.Export(cmd.Context(), src, out, opts)
+	st, err := f.rewards.export(cmd, src, out, opts)
 	if bar != nil {
 		_ = bar.Finish()
 		fmt.Fprintln(stderr)

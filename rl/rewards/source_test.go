@@ -44,7 +44,9 @@ func (m *memSource) Episode(_ context.Context, id string) (*recorder.EpisodeSumm
 	return &e, nil
 }
 
-func (m *memSource) Calls(_ context.Context, id string) ([]*recorder.Call, error) { return m.calls[id], nil }
+func (m *memSource) Calls(_ context.Context, id string) ([]*recorder.Call, error) {
+	return m.calls[id], nil
+}
 
 // readInput reads a recorded episode: the episode line, then its calls.
 func readInput(t testing.TB, src *memSource, path string) {
