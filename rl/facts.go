@@ -37,6 +37,7 @@ type Call struct {
 	ValidJSON           bool // the arguments are a JSON object
 	Unknown             bool // the request listed tools and this is none of them
 	Command             string
+	TestCommand         bool     // Command runs a test runner ([IsTestCommand])
 	Reads, Lists, Edits []string // paths the call read, listed or edited
 	Result              *Result  // nil when no tool result answers the call
 }
@@ -156,6 +157,7 @@ func newCall(tc reconstruct.ChatToolCall, args Span, tools map[string]bool) Call
 	c.Unknown = len(tools) > 0 && !tools[c.Name]
 	if c.ValidJSON {
 		actions(&c, gjson.Parse(a))
+		c.TestCommand = c.Command != "" && IsTestCommand(c.Command)
 	}
 	return c
 }

@@ -52,7 +52,7 @@ var runners = []runner{
 	{name: "go",
 		cases:   []*regexp.Regexp{regexp.MustCompile(`(?m)^\s*--- (PASS|FAIL): (\S+)`)},
 		pass:    func(v string) bool { return v == "PASS" },
-		summary: regexp.MustCompile(`(?m)^(?:ok|FAIL)\s+\S+.*$|^FAIL$`)},
+		summary: regexp.MustCompile(`(?m)^(?:ok|FAIL)[ \t]+\S+.*$|^FAIL$`)},
 	{name: "cargo",
 		cases:   []*regexp.Regexp{regexp.MustCompile(`(?m)^test (\S+) \.\.\. (ok|FAILED)$`)},
 		pass:    func(v string) bool { return v == "ok" },

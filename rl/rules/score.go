@@ -169,7 +169,7 @@ func (e *episode) testRules(r Rule, i int, c *rl.Call) (float64, rl.Span, bool) 
 
 // tests returns the call's test run: only a test command's output counts.
 func (e *episode) tests(c *rl.Call) *rl.TestRun {
-	if c.Result == nil || c.Result.Tests == nil || !rl.IsTestCommand(c.Command) {
+	if c.Result == nil || c.Result.Tests == nil || !c.TestCommand {
 		return nil
 	}
 	tr := *c.Result.Tests
