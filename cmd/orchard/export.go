@@ -37,6 +37,7 @@ type exportFlags struct {
 	check    bool
 	onDrift  string
 	trainer  trainerFlags
+	rewards  rewardFlags
 }
 
 // trainerFlags are the flags that shape trainer-ready output.
@@ -80,6 +81,7 @@ func newExportCmd() *cobra.Command {
 	fl.BoolVar(&f.check, "check", false, "verify every token trajectory and report violations per drift class")
 	fl.StringVar(&f.onDrift, "on-drift", reconstruct.DriftSplit, "what to do when token ids break inside a segment: split|drop|keep")
 	addTrainerFlags(cmd, &f.trainer)
+	addRewardFlags(cmd, &f.rewards, "")
 	return cmd
 }
 
@@ -108,6 +110,9 @@ func (f *exportFlags) options(now time.Time) (reconstruct.Options, error) {
 	}
 	if f.workers < 0 {
 		return o, fmt.Errorf("--workers %d: want 0 or more", f.workers)
+	}
+	if ok, err := f.rewards.checkFormat(f.format); ok {
+		return o, err
 	}
 	for _, known := range reconstruct.Formats {
 		if f.format == known {
@@ -174,7 +179,7 @@ func runExport(cmd *cobra.Command, f *exportFlags) error {
 		opts.Progress = func(p reconstruct.Progress) { updateBar(bar, p, start) }
 	}
 	qs := &quarantineSource{Store: src}
-	st, err := reconstruct.Export(cmd.Context(), qs, out, opts)
+	st, err := f.rewards.export(cmd, qs, out, opts)
 	if bar != nil {
 		_ = bar.Finish()
 		fmt.Fprintln(stderr)
