@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/orchard-rl/orchard/proxy"
+	"github.com/orchard-rl/orchard/reconstruct/serve"
 	"github.com/orchard-rl/orchard/recorder"
 )
 
@@ -92,7 +93,10 @@ func runProxy(ctx context.Context, cfg *proxyConfig, lg *slog.Logger, ready chan
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
+	// Samples of finished episodes are served beside the episode API; the
+	// proxy package never imports reconstruct.
+	samples := serve.New(serve.Options{Source: store, AdminToken: cfg.AdminToken, Next: h})
+	srv := &http.Server{Handler: samples, ReadHeaderTimeout: 30 * time.Second}
 	lg.Info("proxy listening", "addr", ln.Addr().String(), "upstream", def.String(), "store", storeName(cfg))
 	if ready != nil {
 		ready <- ln.Addr().String()
