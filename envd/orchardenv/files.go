@@ -168,10 +168,7 @@ func (h *Handler) applyPatch(w http.ResponseWriter, r *http.Request) {
 		writeError(w, envd.Errorf(envd.ErrBadRequest, `field "patch" is required`))
 		return
 	}
-	timeout := 30 * time.Second
-	if req.TimeoutSeconds != nil && *req.TimeoutSeconds > 0 {
-		timeout = time.Duration(*req.TimeoutSeconds * float64(time.Second))
-	}
+	timeout := seconds(req.TimeoutSeconds, 30*time.Second) // Orchard's apply_patch default
 	_, info, err := h.lookup(r.PathValue("id"))
 	if err != nil {
 		writeError(w, err)

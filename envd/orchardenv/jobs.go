@@ -95,10 +95,7 @@ func (h *Handler) exec(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	timeout := h.opts.ExecTimeout
-	if req.TimeoutSeconds != nil && *req.TimeoutSeconds > 0 {
-		timeout = time.Duration(*req.TimeoutSeconds * float64(time.Second))
-	}
+	timeout := seconds(req.TimeoutSeconds, h.opts.ExecTimeout)
 	sb, info, err := h.lookup(r.PathValue("id"))
 	if err != nil {
 		writeError(w, err)
@@ -246,6 +243,15 @@ func (h *Handler) waitJob(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusRequestTimeout
 	}
 	writeJSON(w, status, j.view())
+}
+
+// seconds converts an optional JSON number of seconds; absent or not
+// positive means def.
+func seconds(v *float64, def time.Duration) time.Duration {
+	if v == nil || *v <= 0 {
+		return def
+	}
+	return time.Duration(*v * float64(time.Second))
 }
 
 func newJobID() string {

@@ -64,7 +64,9 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 		if sb.id != "" {
 			h.forget(sb.id)
 		}
-		h.opts.Logger.Warn("create sandbox failed", "sandbox", sb.id, "err", err)
+		if status, _ := envd.StatusFor(err); status >= 500 {
+			h.opts.Logger.Warn("create sandbox failed", "sandbox", sb.id, "err", err)
+		}
 		writeError(w, err)
 		return
 	}
