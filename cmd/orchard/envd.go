@@ -122,8 +122,9 @@ func runEnvd(ctx context.Context, cfg *envdConfig, lg *slog.Logger, ready chan<-
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
-	srv := &http.Server{Handler: envd.NewServer(envd.ServerOptions{Manager: m, Token: cfg.Token, Logger: lg}),
-		ReadHeaderTimeout: 30 * time.Second}
+	api, closeAPI := withOrchardEnv(envd.NewServer(envd.ServerOptions{Manager: m, Token: cfg.Token, Logger: lg}), m, cfg, lg)
+	defer closeAPI()
+	srv := &http.Server{Handler: api, ReadHeaderTimeout: 30 * time.Second}
 	lg.Info("envd listening", "addr", ln.Addr().String(), "backend", cfg.Backend)
 	if ready != nil {
 		ready <- ln.Addr().String()

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/orchard-rl/orchard/proxy"
+	"github.com/orchard-rl/orchard/reconstruct/serve"
 	"github.com/orchard-rl/orchard/recorder"
 )
 
@@ -96,7 +97,10 @@ func runProxy(ctx context.Context, cfg *proxyConfig, lg *slog.Logger, ready chan
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	ln = newLimitListener(ln, cfg.MaxConns)
-	srv := cfg.serverLimits.newServer(h)
+	// Samples of finished episodes are served beside the episode API; the
+	// proxy package never imports reconstruct.
+	samples := serve.New(serve.Options{Source: store, AdminToken: cfg.AdminToken, Next: h})
+	srv := cfg.serverLimits.newServer(samples)
 	lg.Info("proxy listening", "addr", ln.Addr().String(), "upstream", def.String(), "store", storeName(cfg))
 	if ready != nil {
 		ready <- ln.Addr().String()
