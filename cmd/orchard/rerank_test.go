@@ -105,4 +105,3 @@ func TestRerankCLI(t *testing.T) {
 		t.Errorf("on-error skip: err %v\n%s", err, out)
 	}
 }
-
