@@ -57,7 +57,9 @@ harness arguments are replaced per task.`,
 				return err
 			}
 			defer stop()
-			one := func(ctx context.Context, t task, s int) runResult { return runEpisode(ctx, c, &f, t, t.ID, s, args, io.Discard) }
+			one := func(ctx context.Context, t task, s int) runResult {
+				return runEpisode(ctx, c, &f, t, t.ID, s, args, io.Discard)
+			}
 			if ad.on {
 				return ad.run(cmd, tasks, n, concurrency, one, out)
 			}
