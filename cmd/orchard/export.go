@@ -14,6 +14,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/orchard-rl/orchard/reconstruct"
+	"github.com/orchard-rl/orchard/rl/value"
 )
 
 func init() { subcommands = append(subcommands, newExportCmd) }
@@ -46,7 +47,8 @@ func newExportCmd() *cobra.Command {
 	}
 	addStoreFlags(cmd, &f.store)
 	fl := cmd.Flags()
-	fl.StringVar(&f.format, "format", reconstruct.FormatTrajectories, "output format: "+strings.Join(reconstruct.Formats, "|"))
+	fl.StringVar(&f.format, "format", reconstruct.FormatTrajectories, "output format: "+strings.Join(reconstruct.Formats, "|")+"|"+value.Format)
+	registerValueFlags(fl)
 	fl.StringVar(&f.out, "out", "", "output file (.jsonl or .jsonl.zst), or - for stdout (default stdout; discarded with --check)")
 	fl.StringVar(&f.task, "task", "", "only episodes of this task id")
 	fl.StringVar(&f.group, "group", "", "only episodes of this group id")
@@ -78,7 +80,7 @@ func (f *exportFlags) options(now time.Time) (reconstruct.Options, error) {
 	if f.workers < 0 {
 		return o, fmt.Errorf("--workers %d: want 0 or more", f.workers)
 	}
-	for _, known := range reconstruct.Formats {
+	for _, known := range append(reconstruct.Formats, value.Format) {
 		if f.format == known {
 			return o, nil
 		}
@@ -108,7 +110,7 @@ func runExport(cmd *cobra.Command, f *exportFlags) error {
 		bar = newExportBar(stderr)
 		opts.Progress = func(p reconstruct.Progress) { updateBar(bar, p, start) }
 	}
-	st, err := reconstruct.Export(cmd.Context(), src, out, opts)
+	st, err := exportSamples(cmd.Context(), src, out, opts)
 	if bar != nil {
 		_ = bar.Finish()
 		fmt.Fprintln(stderr)

@@ -105,3 +105,18 @@ func TestRerankCLI(t *testing.T) {
 		t.Errorf("on-error skip: err %v\n%s", err, out)
 	}
 }
+
+// TestExportValue exports the reranking candidates as value pairs: one
+// line per candidate, its prompt and answer, its outcome.
+func TestExportValue(t *testing.T) {
+	data := t.TempDir()
+	seedRerankStore(t, data, [][3]string{{"a", "t1", "0"}, {"b", "t1", "1"}})
+	out, err := runCLI(t, "export", "--format", "value", "--data", data)
+	want := `{"schema":"orchard.value/v1","episode_id":"a","task_id":"t1","group_id":null,"call_id":"call-a","turn":0,"segment":0,` +
+		`"messages":[{"role":"user","content":"solve t1"},{"role":"assistant","content":"answer-a"}],"input_ids":null,"status":"failure","outcome":0,"success":false}` + "\n" +
+		`{"schema":"orchard.value/v1","episode_id":"b","task_id":"t1","group_id":null,"call_id":"call-b","turn":0,"segment":0,` +
+		`"messages":[{"role":"user","content":"solve t1"},{"role":"assistant","content":"answer-b"}],"input_ids":null,"status":"success","outcome":1,"success":true}` + "\n"
+	if err != nil || out != want {
+		t.Errorf("export --format value: %v\n%s\nwant\n%s", err, out, want)
+	}
+}
