@@ -81,7 +81,13 @@ type storedRollout struct {
 }
 
 // history reads every finished episode of tasks from the store.
-func history(ctx context.Context, st recorder.Store, tasks []task) ([]storedRollout, error) {
+func (a *adaptiveFlags) history(cmd *cobra.Command, tasks []task) ([]storedRollout, error) {
+	st, err := openReadStore(cmd, &a.store)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	ctx := cmd.Context()
 	var out []storedRollout
 	for _, t := range tasks {
 		f := recorder.Filter{TaskID: t.ID}
@@ -157,12 +163,7 @@ func (a *adaptiveFlags) run(cmd *cobra.Command, tasks []task, n, conc int, one f
 	if a.runID == "" {
 		a.runID = newRunID()
 	}
-	st, err := openReadStore(cmd, &a.store)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	hist, err := history(cmd.Context(), st, tasks)
+	hist, err := a.history(cmd, tasks)
 	if err != nil {
 		return err
 	}
@@ -306,12 +307,7 @@ strides of the next step (task -> rollouts to run) and every task's state.`,
 			if err != nil {
 				return err
 			}
-			st, err := openReadStore(cmd, &a.store)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			hist, err := history(cmd.Context(), st, tasks)
+			hist, err := a.history(cmd, tasks)
 			if err != nil {
 				return err
 			}
