@@ -19,6 +19,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/orchard-rl/orchard/reconstruct"
+	"github.com/orchard-rl/orchard/rl/value"
 )
 
 func init() { subcommands = append(subcommands, newExportCmd) }
@@ -70,7 +71,8 @@ func newExportCmd() *cobra.Command {
 	}
 	addStoreFlags(cmd, &f.store)
 	fl := cmd.Flags()
-	fl.StringVar(&f.format, "format", reconstruct.FormatTrajectories, "output format: "+strings.Join(reconstruct.Formats, "|"))
+	fl.StringVar(&f.format, "format", reconstruct.FormatTrajectories, "output format: "+strings.Join(reconstruct.Formats, "|")+"|"+value.Format+"|ca-sft (ca-sft needs --rewards)")
+	registerValueFlags(fl)
 	fl.StringVar(&f.out, "out", "", "output file (.jsonl, .jsonl.zst or .parquet), or - for stdout (default stdout; discarded with --check)")
 	fl.StringVar(&f.task, "task", "", "only episodes of this task id")
 	fl.StringVar(&f.group, "group", "", "only episodes of this group id")
@@ -114,7 +116,7 @@ func (f *exportFlags) options(now time.Time) (reconstruct.Options, error) {
 	if ok, err := f.rewards.checkFormat(f.format); ok {
 		return o, err
 	}
-	for _, known := range reconstruct.Formats {
+	for _, known := range append(reconstruct.Formats, value.Format) {
 		if f.format == known {
 			return o, nil
 		}
@@ -179,7 +181,12 @@ func runExport(cmd *cobra.Command, f *exportFlags) error {
 		opts.Progress = func(p reconstruct.Progress) { updateBar(bar, p, start) }
 	}
 	qs := &quarantineSource{Store: src}
-	st, err := f.rewards.export(cmd, qs, out, opts)
+	var st reconstruct.Stats
+	if opts.Format == value.Format {
+		st, err = exportSamples(cmd.Context(), qs, out, opts)
+	} else {
+		st, err = f.rewards.export(cmd, qs, out, opts)
+	}
 	if bar != nil {
 		_ = bar.Finish()
 		fmt.Fprintln(stderr)

@@ -24,6 +24,7 @@ func newRolloutCmd() *cobra.Command {
 	var tasksPath, outPath string
 	var n, concurrency int
 	var quiet bool
+	var ad adaptiveFlags
 	cmd := &cobra.Command{
 		Use:   "rollout --tasks tasks.jsonl [--n 8] [--concurrency 64] -- HARNESS [ARGS...]",
 		Short: "Run a harness N times on every task, in parallel sandboxes, and summarize the rewards",
@@ -56,13 +57,17 @@ harness arguments are replaced per task.`,
 				return err
 			}
 			defer stop()
+			one := func(ctx context.Context, t task, s int) runResult {
+				return runEpisode(ctx, c, &f, t, t.ID, s, args, io.Discard)
+			}
+			if ad.on {
+				return ad.run(cmd, tasks, n, concurrency, one, out)
+			}
 			var bar *progressbar.ProgressBar
 			if !quiet {
 				bar = progressbar.Default(int64(len(tasks)*n), "rollout")
 			}
-			results := rollout(cmd.Context(), tasks, n, concurrency, func(ctx context.Context, t task, s int) runResult {
-				return runEpisode(ctx, c, &f, t, t.ID, s, args, io.Discard)
-			}, out, bar)
+			results := rollout(cmd.Context(), tasks, n, concurrency, one, out, bar)
 			return printSummary(cmd.ErrOrStderr(), results)
 		},
 	}
@@ -73,6 +78,8 @@ harness arguments are replaced per task.`,
 	cmd.Flags().IntVar(&concurrency, "concurrency", 64, "sandboxes running at once")
 	cmd.Flags().BoolVar(&quiet, "quiet", false, "no progress bar")
 	_ = cmd.MarkFlagRequired("tasks")
+	ad.register(cmd, true)
+	cmd.AddCommand(newRolloutPlanCmd())
 	return cmd
 }
 
