@@ -27,17 +27,17 @@ type Egress struct {
 	// else, the proxy's admin and episode API included.
 	Handler http.Handler
 	// Port is the loopback port inside the sandbox: the proxy URL's own
-	// port, so a base URL like http://127.0.0.1:8080/e/ID/v1 stays as it
-	// is.
+	// port (8080 when that is below 1024), so a base URL like
+	// http://127.0.0.1:8080/e/ID/v1 stays as it is.
 	Port int
 }
 
 // reservedTop are the top-level directories a work dir may not be in:
-// the jail builds them (system directories, /proc, /dev, /tmp) or holds
+// the jail builds them (system directories, /proc, /dev, /run) or holds
 // the agent (/.orchard) there.
 var reservedTop = map[string]bool{
 	"bin": true, "boot": true, "dev": true, "etc": true, "lib": true, "lib32": true, "lib64": true,
-	"libx32": true, "proc": true, "run": true, "sbin": true, "sys": true, "tmp": true, "usr": true,
+	"libx32": true, "proc": true, "run": true, "sbin": true, "sys": true, "usr": true,
 	".orchard": true,
 }
 
@@ -49,16 +49,25 @@ func checkWorkdir(dir string) error {
 	}
 	top, _, _ := strings.Cut(strings.TrimPrefix(path.Clean(dir), "/"), "/")
 	if reservedTop[top] {
-		return Errorf(ErrBadRequest, "workdir %q: /%s is a system directory of the sandbox (rule: a work dir is not under /bin, /boot, /dev, /etc, /lib*, /proc, /run, /sbin, /sys, /tmp, /usr or /.orchard)", dir, top)
+		return Errorf(ErrBadRequest, "workdir %q: /%s is a system directory of the sandbox (rule: a work dir is not under /bin, /boot, /dev, /etc, /lib*, /proc, /run, /sbin, /sys, /usr or /.orchard)", dir, top)
 	}
 	return nil
 }
 
+// EgressBridger is the optional ability of a [Backend] to bridge
+// [Spec.Egress] into its sandboxes (the local backend; on Kubernetes a
+// NetworkPolicy lets pods reach the proxy instead).
+type EgressBridger interface {
+	// BridgesEgress reports whether Create serves Spec.Egress.
+	BridgesEgress() bool
+}
+
 // egress prepares spec.Egress for network mode proxy and returns the
 // proxy base URL the episode's env uses ("" when there is nothing to
-// bridge: another mode, or no episode).
+// bridge: another mode, no episode, or a backend that does not bridge).
 func (m *Manager) egress(spec *Spec, ep *Episode) (string, error) {
-	if spec.Network != NetworkProxy || ep == nil {
+	br, ok := m.opts.Backend.(EgressBridger)
+	if spec.Network != NetworkProxy || ep == nil || !ok || !br.BridgesEgress() {
 		return "", nil
 	}
 	base, ok := strings.CutSuffix(ep.Env["OPENAI_BASE_URL"], "/e/"+ep.ID+"/v1")
@@ -66,12 +75,11 @@ func (m *Manager) egress(spec *Spec, ep *Episode) (string, error) {
 	if !ok || err != nil || u.Host == "" {
 		return "", Errorf(ErrUpstream, "network proxy: the proxy's OPENAI_BASE_URL %q is not BASE/e/%s/v1", ep.Env["OPENAI_BASE_URL"], ep.ID)
 	}
+	// Without capabilities the sandbox's agent cannot bind a port below
+	// 1024 (a proxy on :80 or :443); 8080 then, and the env is rewritten.
 	port, _ := strconv.Atoi(u.Port())
-	if port == 0 {
-		port = map[string]int{"https": 443}[u.Scheme]
-		if port == 0 {
-			port = 80
-		}
+	if port < 1024 {
+		port = 8080
 	}
 	spec.Egress = &Egress{Handler: newGate(u, ep.ID, m.opts.Logger), Port: port}
 	return base, nil

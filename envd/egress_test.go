@@ -23,6 +23,7 @@ func TestCheckWorkdir(t *testing.T) {
 		{"/proc", "/proc is a system directory of the sandbox"},
 		{"/.orchard", "/.orchard is a system directory of the sandbox"},
 		{"/tmp/../etc", "/etc is a system directory of the sandbox"},
+		{"/tmp/task", ""},
 	}
 	for _, tt := range tests {
 		err := checkWorkdir(tt.dir)

@@ -20,6 +20,10 @@ type egressServer struct {
 	done chan struct{} // closed when Serve has returned
 }
 
+// BridgesEgress reports that this backend serves [envd.Spec.Egress]:
+// always.
+func (b *Backend) BridgesEgress() bool { return true }
+
 // serveEgress starts bx's gate when spec has one.
 func (b *Backend) serveEgress(spec *envd.Spec, bx *box) error {
 	if spec.Egress == nil {
