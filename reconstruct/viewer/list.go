@@ -87,17 +87,17 @@ type listRow struct {
 
 // listView is what the list page shows.
 type listView struct {
-	Query   *listQuery          `json:"-"`
-	Rows    []listRow           `json:"episodes"`
-	Counts  []statusCount       `json:"counts"`
-	CountOf string              `json:"counts_of"` // "store" or "page"
-	Scanned int                 `json:"scanned"`   // summaries read
-	Deep    int                 `json:"reconstructed"`
-	Next    string              `json:"next_cursor,omitempty"`
-	Partial bool                `json:"partial"` // the scan budget ran out before the page filled
-	Params  url.Values          `json:"-"`
-	Links   map[string]string   `json:"-"`
-	Statuses []string           `json:"-"`
+	Query    *listQuery        `json:"-"`
+	Rows     []listRow         `json:"episodes"`
+	Counts   []statusCount     `json:"counts"`
+	CountOf  string            `json:"counts_of"` // "store" or "page"
+	Scanned  int               `json:"scanned"`   // summaries read
+	Deep     int               `json:"reconstructed"`
+	Next     string            `json:"next_cursor,omitempty"`
+	Partial  bool              `json:"partial"` // the scan budget ran out before the page filled
+	Params   url.Values        `json:"-"`
+	Links    map[string]string `json:"-"`
+	Statuses []string          `json:"-"`
 }
 
 type statusCount struct {
