@@ -84,35 +84,23 @@ func (s *Store) ListEpisodes(ctx context.Context, f recorder.Filter) ([]recorder
 		after = &k
 	}
 	var out []recorder.EpisodeSummary
+	next := ""
 	err := s.view(func() error {
-		for _, st := range s.idx.eps {
-			sum := st.summary()
-			if matches(&sum, f) && (after == nil || (listKey{sum.CreatedAt, sum.ID}).compare(*after) > 0) {
-				out = append(out, sum)
-			}
+		top := s.idx.firstMatches(f, after, f.Limit)
+		if f.Limit > 0 && len(top) > f.Limit {
+			top = top[:f.Limit]
+			next = encodeCursor(top[len(top)-1].key())
+		}
+		out = make([]recorder.EpisodeSummary, len(top))
+		for i, st := range top {
+			out[i] = st.summary()
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, "", err
 	}
-	slices.SortFunc(out, func(a, b recorder.EpisodeSummary) int {
-		return listKey{a.CreatedAt, a.ID}.compare(listKey{b.CreatedAt, b.ID})
-	})
-	if f.Limit > 0 && len(out) > f.Limit {
-		out = out[:f.Limit]
-		last := out[len(out)-1]
-		return out, encodeCursor(listKey{last.CreatedAt, last.ID}), nil
-	}
-	return out, "", nil
-}
-
-// matches reports whether sum passes f's filters (not its paging).
-func matches(sum *recorder.EpisodeSummary, f recorder.Filter) bool {
-	return (f.TaskID == "" || sum.TaskID == f.TaskID) &&
-		(f.GroupID == "" || sum.GroupID == f.GroupID) &&
-		(f.Status == "" || sum.Status == f.Status) &&
-		(f.Since.IsZero() || !sum.CreatedAt.Before(f.Since))
+	return out, next, nil
 }
 
 // Episode returns one episode's summary or [recorder.ErrNotFound].
