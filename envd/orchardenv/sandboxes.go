@@ -111,20 +111,21 @@ func (h *Handler) image(name string) (string, error) {
 	}
 	switch {
 	case name == "default":
-		return "", nil // the local backend's read-only view of the host root
+		return "", nil // the local backend's default root: the host's system directories, secrets left out
 	case path.IsAbs(name):
 		return path.Clean(name), nil
 	}
-	return "", envd.Errorf(envd.ErrBadRequest, `field "image" %q: the local backend runs "default" (the host root, read-only) or an absolute root filesystem directory; registry images need the kubernetes backend`, name)
+	return "", envd.Errorf(envd.ErrBadRequest, `field "image" %q: the local backend runs "default" (its minimal root) or the absolute path of an OCI image layout directory or a docker save / OCI tarball; registry images need the kubernetes backend`, name)
 }
 
 // network maps block_network to an envd network mode. Blocking gives the
-// sandbox its own empty network namespace ("none"), which also cuts it
-// off from the proxy; see docs/orchard-env-compat.md.
+// most restrictive mode in which the harness still reaches the proxy
+// ("proxy": its own network namespace, only its episode's model routes
+// forwarded); see docs/orchard-env-compat.md.
 func (h *Handler) network(block bool) string {
 	switch {
 	case block:
-		return "none"
+		return envd.NetworkProxy
 	case h.opts.Backend == BackendLocal:
 		return "host"
 	}
