@@ -1,13 +1,17 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/orchard-rl/orchard/reconstruct"
 	"github.com/orchard-rl/orchard/recorder"
+	"github.com/orchard-rl/orchard/rl/rewards"
 	"github.com/orchard-rl/orchard/rl/score"
 )
 
@@ -28,7 +32,7 @@ type rerankFlags struct {
 func (f *rerankFlags) register(cmd *cobra.Command) {
 	addStoreFlags(cmd, &f.store)
 	fl := cmd.Flags()
-	fl.StringVar(&f.scorer, "scorer", "http", "scorer: http (a value-model server) or judge (an OpenAI-compatible chat model)")
+	fl.StringVar(&f.scorer, "scorer", "http", "scorer: http (a value-model server), judge (an OpenAI-compatible chat model) or rules (the built-in reward rules' totals)")
 	fl.StringVar(&f.url, "scorer-url", envOr("ORCHARD_SCORER_URL", ""), "http: the scoring endpoint; judge: the model's base URL, e.g. http://host:8000/v1 (env ORCHARD_SCORER_URL)")
 	fl.StringVar(&f.token, "scorer-token", envOr("ORCHARD_SCORER_TOKEN", ""), "bearer token sent to the scorer (env ORCHARD_SCORER_TOKEN)")
 	fl.StringVar(&f.model, "judge-model", "", "judge: the model name")
@@ -38,7 +42,10 @@ func (f *rerankFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.onError, "on-error", "stop", "when a candidate cannot be scored: stop (exit 1), skip (leave it out) or zero (score it 0)")
 }
 
-func (f *rerankFlags) newScorer() (score.Scorer, error) {
+func (f *rerankFlags) newScorer(src reconstruct.Source, eps []*score.Episode) (score.Scorer, error) {
+	if f.scorer == "rules" {
+		return rulesScorer(src, eps), nil
+	}
 	if f.url == "" {
 		return nil, fmt.Errorf("--scorer-url is required")
 	}
@@ -51,13 +58,35 @@ func (f *rerankFlags) newScorer() (score.Scorer, error) {
 		}
 		return score.NewJudge(score.JudgeOptions{BaseURL: f.url, Model: f.model, APIKey: f.token, Timeout: f.timeout}), nil
 	}
-	return nil, fmt.Errorf("--scorer %q: want http or judge", f.scorer)
+	return nil, fmt.Errorf("--scorer %q: want http, judge or rules", f.scorer)
+}
+
+// rulesScorer scores candidates by the built-in reward rules' totals,
+// computed once, on first use, for all of eps.
+func rulesScorer(src reconstruct.Source, eps []*score.Episode) score.Scorer {
+	var once sync.Once
+	var scores *rewards.Scores
+	var err error
+	totals := func(ctx context.Context, ep *score.Episode) (score.RuleTotals, error) {
+		once.Do(func() {
+			ids := make([]string, len(eps))
+			for i, e := range eps {
+				ids[i] = e.ID
+			}
+			scores, err = rewards.Score(ctx, src, reconstruct.Options{Episodes: ids}, rewards.Options{})
+		})
+		if err != nil {
+			return nil, err
+		}
+		return scores.RuleTotals(ep.ID), nil
+	}
+	return score.NewRules(score.RulesOptions{Totals: totals})
 }
 
 func newRerankCmd() *cobra.Command {
 	var f rerankFlags
 	cmd := &cobra.Command{
-		Use:   "rerank --scorer http|judge --scorer-url URL",
+		Use:   "rerank --scorer http|judge|rules [--scorer-url URL]",
 		Short: "Score each task's candidate episodes and pick the best of N",
 		Long: `Rerank scores every selected episode with the scorer (docs/rl-rollout.md has the scorer API)
 and writes one JSON line per task: the chosen episode, its value and every candidate's score.
@@ -86,7 +115,7 @@ goes on.`,
 func newRerankEvalCmd() *cobra.Command {
 	var f rerankFlags
 	cmd := &cobra.Command{
-		Use:   "eval --scorer http|judge --scorer-url URL",
+		Use:   "eval --scorer http|judge|rules [--scorer-url URL]",
 		Short: "Measure a scorer on finished episodes: pass@N, best@N, random@N, AUC, ECE",
 		Long: `Eval reranks finished episodes (success means reward > 0) and prints, as one JSON object, the
 share of tasks an oracle solves (pass@N), the share whose chosen candidate succeeded (best@N), a
@@ -112,10 +141,6 @@ func runRerank(cmd *cobra.Command, f *rerankFlags) ([]score.Choice, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--%w", err)
 	}
-	sc, err := f.newScorer()
-	if err != nil {
-		return nil, err
-	}
 	src, err := openReadStore(cmd, &f.store)
 	if err != nil {
 		return nil, err
@@ -130,6 +155,10 @@ func runRerank(cmd *cobra.Command, f *rerankFlags) ([]score.Choice, error) {
 	}
 	if len(eps) == 0 {
 		return nil, fmt.Errorf("no episodes to rerank")
+	}
+	sc, err := f.newScorer(src, eps)
+	if err != nil {
+		return nil, err
 	}
 	stderr := cmd.ErrOrStderr()
 	return score.Rerank(cmd.Context(), eps, score.RerankOptions{Scorer: sc, OnError: onErr,

@@ -120,3 +120,34 @@ func TestExportValue(t *testing.T) {
 		t.Errorf("export --format value: %v\n%s\nwant\n%s", err, out, want)
 	}
 }
+
+// TestRerankRulesScorer ranks candidates by the built-in reward rules: the
+// one whose completion is empty (rule empty-completion, a negative delta)
+// loses to the one that answered, and eval reports on the same totals.
+func TestRerankRulesScorer(t *testing.T) {
+	data := t.TempDir()
+	seedRerankStore(t, data, [][3]string{{"a", "t1", "1"}, {"b", "t1", "0"}})
+	st, err := embedded.Open(data, embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Date(2026, 1, 1, 0, 1, 0, 0, time.UTC)
+	empty := &recorder.Call{Schema: "orchard.call/v1", EpisodeID: "b", CallID: "call-b2", API: recorder.APIChatCompletions,
+		Method: "POST", Path: "/v1/chat/completions", Model: "m", StartedAt: start, EndedAt: start, Status: 200, EndReason: recorder.EndDone,
+		Request:  json.RawMessage(`{"model":"m","messages":[{"role":"user","content":"solve t1"},{"role":"assistant","content":"answer-b"},{"role":"user","content":"go on"}]}`),
+		Response: json.RawMessage(`{"id":"y","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":""},"finish_reason":"stop"}]}`)}
+	if err := st.WriteCalls(context.Background(), []*recorder.Call{empty}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	out, err := runCLI(t, "rerank", "--data", data, "--scorer", "rules")
+	if err != nil {
+		t.Fatalf("rerank --scorer rules: %v\n%s", err, out)
+	}
+	if got := gjson.Get(out, "chosen").String(); got != "a" {
+		t.Errorf("rules scorer chose %q, want a (b has an empty completion)\n%s", got, out)
+	}
+	if !strings.Contains(out, "empty-completion") {
+		t.Errorf("rules scorer output lacks the empty-completion feature\n%s", out)
+	}
+}

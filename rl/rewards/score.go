@@ -166,3 +166,24 @@ func episodeTurns(segs []segmentFacts) ([]rl.Turn, []int64) {
 	}
 	return turns, seqs
 }
+
+// RuleTotals returns the summed deltas per rule id of the process rewards
+// of an episode's turns (its outcome left out), for value scorers; nil for
+// an episode that was not scored.
+func (s *Scores) RuleTotals(episode string) map[string]float64 {
+	es := s.eps[episode]
+	if es == nil {
+		return nil
+	}
+	out := map[string]float64{}
+	for _, call := range es.order {
+		ts := s.turns[callKey{episode, call}]
+		if ts == nil {
+			continue
+		}
+		for _, h := range ts.hits {
+			out[h.Rule] += h.Delta
+		}
+	}
+	return out
+}
