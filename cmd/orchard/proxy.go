@@ -19,6 +19,7 @@ import (
 
 	"github.com/orchard-rl/orchard/proxy"
 	"github.com/orchard-rl/orchard/recorder"
+	lin "github.com/orchard-rl/orchard/recorder/lineage"
 )
 
 func init() { subcommands = append(subcommands, newProxyCmd) }
@@ -85,7 +86,7 @@ func runProxy(ctx context.Context, cfg *proxyConfig, lg *slog.Logger, ready chan
 		IdleTimeout: cfg.IdleTimeout, MaxBodyBytes: cfg.MaxBody,
 		Logger: lg,
 		Tokens: signer, RequireToken: cfg.Auth == "required",
-		Episodes: store, Signer: signer, AdminToken: cfg.AdminToken, PublicURL: cfg.PublicURL, TokenTTL: cfg.TokenTTL,
+		Episodes: lin.Store{Store: store}, Signer: signer, AdminToken: cfg.AdminToken, PublicURL: cfg.PublicURL, TokenTTL: cfg.TokenTTL,
 		Registry: reg,
 	})
 	ln, err := net.Listen("tcp", cfg.Listen)
