@@ -31,6 +31,7 @@ type exportFlags struct {
 	workers  int
 	check    bool
 	onDrift  string
+	shard    string
 }
 
 func newExportCmd() *cobra.Command {
@@ -56,6 +57,8 @@ func newExportCmd() *cobra.Command {
 	fl.IntVar(&f.workers, "workers", 0, "episodes reconstructed in parallel (0: one per CPU); output order is the same for any value")
 	fl.BoolVar(&f.check, "check", false, "verify every token trajectory and report violations per drift class")
 	fl.StringVar(&f.onDrift, "on-drift", reconstruct.DriftSplit, "what to do when token ids break inside a segment: split|drop|keep")
+	fl.StringVar(&f.shard, "shard", "", "export only shard I of N (I/N, 0-based; by episode id hash) and write FILE.shard.json beside --out for `export merge`")
+	cmd.AddCommand(newExportMergeCmd())
 	return cmd
 }
 
@@ -108,7 +111,7 @@ func runExport(cmd *cobra.Command, f *exportFlags) error {
 		bar = newExportBar(stderr)
 		opts.Progress = func(p reconstruct.Progress) { updateBar(bar, p, start) }
 	}
-	st, err := reconstruct.Export(cmd.Context(), src, out, opts)
+	st, shardMan, err := exportSelection(cmd.Context(), src, out, f, opts)
 	if bar != nil {
 		_ = bar.Finish()
 		fmt.Fprintln(stderr)
@@ -117,6 +120,9 @@ func runExport(cmd *cobra.Command, f *exportFlags) error {
 		return fmt.Errorf("export: %w", err)
 	}
 	if err := out.commit(); err != nil {
+		return err
+	}
+	if err := shardMan.writeBeside(out.target); err != nil {
 		return err
 	}
 	if f.check || bar != nil || st.BadSegments > 0 || len(st.Unusable) > 0 || len(st.Drift) > 0 {
