@@ -137,4 +137,3 @@ func readLines(t *testing.T, path string) []string {
 	}
 	return strings.Split(s, "\n")
 }
-
