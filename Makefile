@@ -3,7 +3,7 @@ BIN       := bin/orchard
 PKGS      := ./...
 TESTFLAGS ?=
 
-.PHONY: help build test test-k8s bench lint fmt clean
+.PHONY: help build image test test-k8s bench lint fmt clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -12,6 +12,17 @@ build: ## build bin/orchard, bin/orchard-agent (the in-sandbox agent) and bin/or
 	$(GO) build -o $(BIN) ./cmd/orchard
 	$(GO) build -o bin/orchard-agent ./envd/agent/cmd/orchard-agent
 	$(GO) build -o bin/orchard-bench ./cmd/orchard-bench
+
+IMAGE_OUT ?= bin
+IMAGE_REF ?= ghcr.io/orchard-rl/orchard:latest
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+
+image: ## build the OCI image without Docker: $(IMAGE_OUT)/orchard-oci (OCI layout) and $(IMAGE_OUT)/orchard-image.tar (docker load)
+	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -ldflags='-s -w -buildid=' -o $(IMAGE_OUT)/orchard-static ./cmd/orchard
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) run ./cmd/orchard-image --binary $(IMAGE_OUT)/orchard-static \
+		--out $(IMAGE_OUT) --ref $(IMAGE_REF) --version $(VERSION) --commit $(COMMIT)
 
 test: ## run every test with the race detector
 	$(GO) test -race -count=1 $(TESTFLAGS) $(PKGS)

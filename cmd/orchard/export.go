@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -39,6 +40,7 @@ type exportFlags struct {
 	onDrift  string
 	trainer  trainerFlags
 	rewards  rewardFlags
+	shard    string
 }
 
 // trainerFlags are the flags that shape trainer-ready output.
@@ -84,6 +86,8 @@ func newExportCmd() *cobra.Command {
 	fl.StringVar(&f.onDrift, "on-drift", reconstruct.DriftSplit, "what to do when token ids break inside a segment: split|drop|keep")
 	addTrainerFlags(cmd, &f.trainer)
 	addRewardFlags(cmd, &f.rewards, "")
+	fl.StringVar(&f.shard, "shard", "", "export only shard I of N (I/N, 0-based; by episode id hash) and write FILE.shard.json beside --out for `export merge`")
+	cmd.AddCommand(newExportMergeCmd())
 	return cmd
 }
 
@@ -181,12 +185,12 @@ func runExport(cmd *cobra.Command, f *exportFlags) error {
 		opts.Progress = func(p reconstruct.Progress) { updateBar(bar, p, start) }
 	}
 	qs := &quarantineSource{Store: src}
-	var st reconstruct.Stats
-	if opts.Format == value.Format {
-		st, err = exportSamples(cmd.Context(), qs, out, opts)
-	} else {
-		st, err = f.rewards.export(cmd, qs, out, opts)
-	}
+	st, shardMan, err := exportSelection(cmd.Context(), qs, out, f, opts, func(ctx context.Context, src reconstruct.Source, w io.Writer, opts reconstruct.Options) (reconstruct.Stats, error) {
+		if opts.Format == value.Format {
+			return exportSamples(ctx, src, w, opts)
+		}
+		return f.rewards.export(cmd, src, w, opts)
+	})
 	if bar != nil {
 		_ = bar.Finish()
 		fmt.Fprintln(stderr)
@@ -204,6 +208,9 @@ func runExport(cmd *cobra.Command, f *exportFlags) error {
 		if err := noIDs.commit(); err != nil {
 			return err
 		}
+	}
+	if err := shardMan.writeBeside(out.target); err != nil {
+		return err
 	}
 	if f.check || f.trainer.strict || bar != nil || st.BadSegments > 0 || len(st.Unusable) > 0 || len(st.Drift) > 0 || len(st.Dropped) > 0 {
 		printExportReport(stderr, f.format, &st, time.Since(start))

@@ -20,6 +20,7 @@ import (
 	"github.com/orchard-rl/orchard/proxy"
 	"github.com/orchard-rl/orchard/reconstruct/serve"
 	"github.com/orchard-rl/orchard/recorder"
+	lin "github.com/orchard-rl/orchard/recorder/lineage"
 )
 
 func init() { subcommands = append(subcommands, newProxyCmd) }
@@ -89,7 +90,7 @@ func runProxy(ctx context.Context, cfg *proxyConfig, lg *slog.Logger, ready chan
 		IdleTimeout: cfg.IdleTimeout, MaxBodyBytes: cfg.MaxBody, BodyReadTimeout: cfg.BodyTimeout,
 		Logger: lg,
 		Tokens: signer, RequireToken: cfg.Auth == "required",
-		Episodes: store, Signer: signer, AdminToken: cfg.AdminToken, PublicURL: cfg.PublicURL, TokenTTL: cfg.TokenTTL,
+		Episodes: lin.Store{Store: store}, Signer: signer, AdminToken: cfg.AdminToken, PublicURL: cfg.PublicURL, TokenTTL: cfg.TokenTTL,
 		Registry: reg,
 	})
 	ln, err := net.Listen("tcp", cfg.Listen)

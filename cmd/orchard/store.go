@@ -12,6 +12,7 @@ import (
 
 	"github.com/orchard-rl/orchard/recorder"
 	"github.com/orchard-rl/orchard/recorder/embedded"
+	lin "github.com/orchard-rl/orchard/recorder/lineage"
 	"github.com/orchard-rl/orchard/recorder/redisstore"
 )
 
@@ -28,8 +29,17 @@ func addStoreFlags(cmd *cobra.Command, f *storeFlags) {
 }
 
 // openReadStore opens the configured store for reading; it never locks out a
-// proxy that is writing the same store.
+// proxy that is writing the same store. Its calls carry lineage classified
+// from the stored episode, the same whichever replica recorded them.
 func openReadStore(cmd *cobra.Command, f *storeFlags) (recorder.Store, error) {
+	st, err := openRawReadStore(cmd, f)
+	if err != nil {
+		return nil, err
+	}
+	return lin.Store{Store: st}, nil
+}
+
+func openRawReadStore(cmd *cobra.Command, f *storeFlags) (recorder.Store, error) {
 	if f.redis != "" {
 		return openRedis(cmd.Context(), f.redis, 0, slog.New(slog.DiscardHandler))
 	}

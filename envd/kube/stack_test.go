@@ -2,12 +2,9 @@ package kube
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -20,10 +17,9 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/yaml"
 
 	"github.com/orchard-rl/orchard/envd/agent"
+	"github.com/orchard-rl/orchard/internal/k8stest"
 )
 
 func TestMain(m *testing.M) {
@@ -31,34 +27,19 @@ func TestMain(m *testing.M) {
 	// HTTP/2 read loops outlive the clients; they are not ours to stop.
 	// remotecommand's WebSocket heartbeat outlives a canceled exec (a
 	// timeout) until its next ping fails, within 5 s.
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) { stopStack(); os.Exit(code) }),
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) { k8stest.Stop(); os.Exit(code) }),
 		goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
 		goleak.IgnoreAnyFunction("golang.org/x/net/http2.(*ClientConn).readLoop"),
 		goleak.IgnoreTopFunction("k8s.io/client-go/tools/remotecommand.(*heartbeat).start"))
 }
 
-// stack is one control plane (etcd, kube-apiserver in RBAC mode,
-// kube-scheduler, kwok, which also answers pods/exec by running the
-// command locally) started by deploy/testenv/stack.sh for the whole test
-// binary.
+// stack is the control plane of internal/k8stest (etcd, kube-apiserver in
+// RBAC mode, kube-scheduler, kwok, which also answers pods/exec by running
+// the command locally), shared by the whole test binary.
 var stack struct {
 	once    sync.Once
-	err     error
-	skip    string
-	dir     string
-	env     []string
 	cs      *kubernetes.Clientset
 	kubecfg string
-}
-
-// k8sBinDir is where build-bins.sh put the binaries (make test-k8s builds
-// them once; see deploy/testenv/README.md).
-func k8sBinDir() string {
-	if d := os.Getenv("ORCHARD_K8S_BIN"); d != "" {
-		return d
-	}
-	home, _ := os.UserHomeDir()
-	return filepath.Join(home, ".cache", "orchard-k8s", "bin")
 }
 
 // needStack starts the stack on first use, or skips the test when the
@@ -66,95 +47,17 @@ func k8sBinDir() string {
 // these tests explicitly).
 func needStack(t *testing.T) *kubernetes.Clientset {
 	t.Helper()
-	stack.once.Do(startStack)
-	if stack.skip != "" {
-		if os.Getenv("ORCHARD_K8S_TEST") == "1" {
-			t.Fatalf("ORCHARD_K8S_TEST=1 but %s", stack.skip)
-		}
-		t.Skip(stack.skip)
-	}
-	if stack.err != nil {
-		t.Fatalf("start control plane: %v", stack.err)
-	}
-	return stack.cs
+	s := k8stest.Need(t)
+	stack.once.Do(func() { stack.cs, stack.kubecfg = s.Clientset, s.Kubeconfig })
+	return s.Clientset
 }
 
-func freePort() string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "0"
-	}
-	defer ln.Close()
-	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
-}
-
-func startStack() {
-	bin := k8sBinDir()
-	for _, b := range []string{"etcd", "kube-apiserver", "kube-scheduler", "kwok", "kwok-stages.yaml"} {
-		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
-			stack.skip = fmt.Sprintf("Kubernetes test binaries not in %s (build: deploy/testenv/build-bins.sh %s)", bin, bin)
-			return
-		}
-	}
-	stack.dir, stack.err = os.MkdirTemp("", "orchard-k8s-stack-")
-	if stack.err != nil {
-		return
-	}
-	stack.env = append(os.Environ(), "BIN="+bin, "ST="+stack.dir, "AUTHZ=RBAC",
-		"ETCD_PORT="+freePort(), "ETCD_PEER_PORT="+freePort(), "KAS_PORT="+freePort(),
-		"KWOK_CIDR=127.1.0.0/16", "KWOK_PORT="+freePort())
-	cmd := exec.Command("bash", "../../deploy/testenv/stack.sh", "up")
-	cmd.Env = stack.env
-	if out, err := cmd.CombinedOutput(); err != nil {
-		stack.err = fmt.Errorf("stack.sh up: %w: %s", err, out)
-		return
-	}
-	stack.kubecfg = filepath.Join(stack.dir, "kubeconfig")
-	rc, err := clientcmd.BuildConfigFromFlags("", stack.kubecfg)
-	if err != nil {
-		stack.err = err
-		return
-	}
-	rc.QPS, rc.Burst = 500, 1000
-	if stack.cs, stack.err = kubernetes.NewForConfig(rc); stack.err != nil {
-		return
-	}
-	stack.err = addNode(stack.cs)
-}
-
-func stopStack() {
-	if stack.dir == "" {
-		return
-	}
-	cmd := exec.Command("bash", "../../deploy/testenv/stack.sh", "down")
-	cmd.Env = stack.env
-	_ = cmd.Run()
-	_ = os.RemoveAll(stack.dir)
-}
-
-// addNode registers the fake kwok node from deploy/testenv/kwok-node.yaml.
-func addNode(cs *kubernetes.Clientset) error {
-	data, err := os.ReadFile("../../deploy/testenv/kwok-node.yaml")
-	if err != nil {
-		return err
-	}
-	var node corev1.Node
-	if err := yaml.Unmarshal(data, &node); err != nil {
-		return err
-	}
-	_, err = cs.CoreV1().Nodes().Create(context.Background(), &node, metav1.CreateOptions{})
-	return err
-}
+func freePort() string { return k8stest.FreePort() }
 
 // newNamespace creates a fresh namespace for one test.
-func newNamespace(t *testing.T, cs kubernetes.Interface) string {
+func newNamespace(t *testing.T, _ kubernetes.Interface) string {
 	t.Helper()
-	ns := fmt.Sprintf("t-%d", time.Now().UnixNano()%1e9)
-	if _, err := cs.CoreV1().Namespaces().Create(context.Background(),
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	return ns
+	return k8stest.Need(t).Namespace(t)
 }
 
 // labelNoAgent on a pod (value "off") makes the test kubelet start no
