@@ -47,3 +47,14 @@ func (s Store) Calls(ctx context.Context, episodeID string) ([]*recorder.Call, e
 	Reclassify(calls)
 	return calls, nil
 }
+
+// CallsChecked is [recorder.CallsChecked] on the wrapped store, with the
+// good calls reclassified as [Store.Calls] does.
+func (s Store) CallsChecked(ctx context.Context, episodeID string) ([]*recorder.Call, []recorder.Quarantined, error) {
+	calls, bad, err := recorder.CallsChecked(ctx, s.Store, episodeID)
+	if err != nil {
+		return nil, nil, err
+	}
+	Reclassify(calls)
+	return calls, bad, nil
+}
