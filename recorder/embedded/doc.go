@@ -13,7 +13,10 @@
 // CRC-32C of the payload, then the payload. Segments are named
 // 0000000001.seg, 0000000002.seg, ... and rotate at [Options.SegmentBytes].
 // A torn frame at the end of the last segment (a crash mid-append) is cut
-// off when a writer opens the directory and is waited for by readers.
+// off when a writer opens the directory and is waited for by readers. A
+// damaged frame with valid frames after it loses only itself: the scan
+// resynchronises on the next offset where a frame's length and CRC hold,
+// and counts the skipped bytes ([Store.Damaged]).
 // Calls are stored with the deduplicating codec of package recorder, so an
 // episode's resent history costs O(turns) bytes. Deleted episodes are
 // tombstoned; their bytes stay on disk (there is no compaction yet).

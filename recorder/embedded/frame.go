@@ -30,10 +30,32 @@ func appendFrame(dst, payload []byte) []byte {
 var errTorn = errors.New("torn frame")
 
 // scanFrames calls fn with the offset and payload of each frame of f from
-// off on, and returns the offset just past the last whole frame. It stops
-// with errTorn at an incomplete or corrupt frame, and with nil at a clean
-// end. The payload passed to fn is only valid during the call.
-func scanFrames(f *os.File, off int64, fn func(off int64, payload []byte) error) (int64, error) {
+// off on, and returns the offset just past the last whole frame. A frame
+// that is incomplete or fails its CRC is skipped when a valid frame follows
+// it (see resync): skip gets the offset and length of the damaged bytes and
+// scanning goes on there. With no valid frame after it, the bad frame is
+// the log's tail and scanFrames stops there with errTorn; it returns nil at
+// a clean end. The payload passed to fn is only valid during the call.
+func scanFrames(f *os.File, off int64, fn func(off int64, payload []byte) error, skip func(off, n int64)) (int64, error) {
+	for {
+		end, err := scanRun(f, off, fn)
+		if !errors.Is(err, errTorn) {
+			return end, err
+		}
+		next, ok, rerr := resync(f, end)
+		if rerr != nil {
+			return end, rerr
+		}
+		if !ok {
+			return end, err
+		}
+		skip(end, next-end)
+		off = next
+	}
+}
+
+// scanRun is scanFrames up to the first bad frame.
+func scanRun(f *os.File, off int64, fn func(off int64, payload []byte) error) (int64, error) {
 	r := bufio.NewReaderSize(io.NewSectionReader(f, off, maxFrame*4), 256<<10)
 	var hdr [frameHeader]byte
 	var buf []byte
@@ -63,6 +85,33 @@ func scanFrames(f *os.File, off int64, fn func(off int64, payload []byte) error)
 		}
 		off += frameHeader + int64(n)
 	}
+}
+
+// resync finds the first offset after bad where a valid frame starts: a
+// non-empty payload that fits in the file and matches its CRC-32C (the
+// writer never writes an empty frame, so runs of zeros do not match). A
+// false match needs a 32-bit checksum collision. It reads the rest of the
+// segment into memory, which is bounded by the segment size.
+func resync(f *os.File, bad int64) (int64, bool, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, false, fmt.Errorf("stat segment: %w", err)
+	}
+	rest := make([]byte, max(fi.Size()-bad-1, 0))
+	if _, err := f.ReadAt(rest, bad+1); err != nil && err != io.EOF {
+		return 0, false, fmt.Errorf("read segment: %w", err)
+	}
+	for i := 0; i+frameHeader < len(rest); i++ {
+		n := int(binary.LittleEndian.Uint32(rest[i:]))
+		if n == 0 || n > len(rest)-i-frameHeader {
+			continue
+		}
+		p := rest[i+frameHeader : i+frameHeader+n]
+		if crc32.Checksum(p, crcTable) == binary.LittleEndian.Uint32(rest[i+4:]) {
+			return bad + 1 + int64(i), true, nil
+		}
+	}
+	return 0, false, nil
 }
 
 func tornOr(err error) error {

@@ -70,6 +70,7 @@ type Store struct {
 	encoderUse  map[string]uint64 // episode -> encoderTick of its last write
 	encoderTick uint64
 	broken      error // sticky write failure: the log tail may be inconsistent
+	damage      Damage
 	closed      bool
 }
 
@@ -180,7 +181,7 @@ func (s *Store) openWriter() error {
 			return err
 		}
 		if err != nil && !last {
-			s.log.Warn("segment has a corrupt frame; skipping its rest", "segment", n, "offset", end, "err", err)
+			s.skipRest(n, f, end)
 		}
 		if last {
 			if err := s.truncateTail(f, end); err != nil {
@@ -209,14 +210,45 @@ func (s *Store) truncateTail(f *os.File, end int64) error {
 }
 
 // scanSegment applies the frames of f from off on and returns the end of
-// the last whole frame. Frames that parse badly are logged and skipped.
+// the last whole frame. Frames that parse badly are logged and skipped;
+// damaged bytes between valid frames are logged and counted.
 func (s *Store) scanSegment(n int, f *os.File, off int64) (int64, error) {
 	return scanFrames(f, off, func(at int64, p []byte) error {
 		if err := s.idx.apply(n, at, p); err != nil {
 			s.log.Warn("skipping unreadable frame", "segment", n, "offset", at, "err", err)
 		}
 		return nil
-	})
+	}, func(at, bytes int64) { s.skipped(n, at, bytes) })
+}
+
+// Damage counts the log bytes that scans skipped because they did not form
+// valid frames: damaged frames with valid ones after them, and the torn
+// rest of a segment that is not the newest. A torn tail of the newest
+// segment is not damage: it is a write in progress, or a crash mid-append
+// that a writer cuts off.
+type Damage struct {
+	Regions int   // runs of adjacent bad bytes, each one or more frames
+	Bytes   int64 // bytes in them
+}
+
+// Damaged returns what the scans of the log skipped so far.
+func (s *Store) Damaged() (Damage, error) {
+	var d Damage
+	err := s.view(func() error { d = s.damage; return nil })
+	return d, err
+}
+
+func (s *Store) skipped(seg int, off, bytes int64) {
+	s.damage.Regions++
+	s.damage.Bytes += bytes
+	s.log.Warn("skipping damaged bytes in the log", "segment", seg, "offset", off, "bytes", bytes)
+}
+
+// skipRest counts the torn end of an older segment as damage.
+func (s *Store) skipRest(seg int, f *os.File, end int64) {
+	if fi, err := f.Stat(); err == nil && fi.Size() > end {
+		s.skipped(seg, end, fi.Size()-end)
+	}
 }
 
 // refreshLocked brings a read-only store's index up to date with what the
@@ -248,7 +280,7 @@ func (s *Store) refreshLocked() error {
 			return err
 		}
 		if err != nil && n != segs[len(segs)-1] {
-			s.log.Warn("segment has a corrupt frame; skipping its rest", "segment", n, "offset", end, "err", err)
+			s.skipRest(n, f, end)
 		}
 	}
 	return nil
