@@ -58,6 +58,12 @@ func startStack(t *testing.T) *stack {
 		t.Skipf("bubblewrap does not run here (the local envd backend needs it): %v: %s", err, out)
 	}
 	dir := t.TempDir()
+	// envd's state dir must be searchable by the sandbox user (uid 65534).
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
 	s := &stack{bin: filepath.Join(dir, "orchard")}
 	if out, err := exec.Command("go", "build", "-o", s.bin, "github.com/orchard-rl/orchard/cmd/orchard").CombinedOutput(); err != nil {
 		t.Fatalf("go build orchard: %v\n%s", err, out)

@@ -75,27 +75,36 @@ func TestRolloutAdaptiveResumes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 
-	first := exec.CommandContext(ctx, os.Args[0], args(t.TempDir())...)
+	first := exec.CommandContext(ctx, os.Args[0], args(searchableTempDir(t))...)
 	first.Env = append(os.Environ(), "ORCHARD_TEST_MAIN=1")
 	var firstErr bytes.Buffer
 	first.Stderr = &firstErr
 	if err := first.Start(); err != nil {
 		t.Fatal(err)
 	}
+	exited := make(chan error, 1)
+	go func() { exited <- first.Wait() }()
 	for len(runEpisodes(t, s.data, run)) < 5 {
+		select {
+		case err := <-exited:
+			t.Fatalf("first run exited (%v) before 5 rollouts:\n%s", err, firstErr.Bytes())
+		default:
+		}
 		if ctx.Err() != nil {
+			_ = first.Process.Signal(syscall.SIGKILL)
+			<-exited
 			t.Fatalf("first run never finished 5 rollouts:\n%s", firstErr.Bytes())
 		}
 		waitABit()
 	}
 	_ = first.Process.Signal(syscall.SIGKILL)
-	_ = first.Wait()
+	<-exited
 	before := runEpisodes(t, s.data, run)
 	if len(before) >= budget {
 		t.Fatalf("first run finished all %d rollouts before the kill; nothing left to resume", len(before))
 	}
 
-	stdout, stderr, code := runOrchardProc(t, ctx, args(t.TempDir())...)
+	stdout, stderr, code := runOrchardProc(t, ctx, args(searchableTempDir(t))...)
 	if code != 0 {
 		t.Fatalf("resumed rollout exit %d\nstderr:\n%s", code, stderr)
 	}
