@@ -10,7 +10,7 @@ help: ## list the targets
 
 build: ## build bin/orchard, bin/orchard-agent (the in-sandbox agent) and bin/orchard-bench
 	$(GO) build -o $(BIN) ./cmd/orchard
-	$(GO) build -o bin/orchard-agent ./envd/agent/cmd/orchard-agent
+	CGO_ENABLED=0 $(GO) build -o bin/orchard-agent ./envd/agent/cmd/orchard-agent
 	$(GO) build -o bin/orchard-bench ./cmd/orchard-bench
 
 IMAGE_OUT ?= bin
