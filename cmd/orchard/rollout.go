@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,11 +9,11 @@ import (
 	"os"
 	"sort"
 	"strconv"
-	"sync"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
-	"golang.org/x/sync/errgroup"
+
+	"github.com/orchard-rl/orchard/rl/rollout"
 )
 
 func init() { subcommands = append(subcommands, newRolloutCmd) }
@@ -57,25 +56,20 @@ harness arguments are replaced per task.`,
 				return err
 			}
 			defer stop()
-			one := func(ctx context.Context, t task, s int) runResult {
-				return runEpisode(ctx, c, &f, t, t.ID, s, args, io.Discard)
-			}
+			f.opts.N, f.opts.Concurrency = n, concurrency
+			r := f.runner(c, args, io.Discard)
 			if ad.on {
-				return ad.run(cmd, tasks, n, concurrency, one, out)
+				return ad.run(cmd, tasks, n, concurrency, r.Sample, out)
 			}
-			var bar *progressbar.ProgressBar
-			if !quiet {
-				bar = progressbar.Default(int64(len(tasks)*n), "rollout")
-			}
-			results := rollout(cmd.Context(), tasks, n, concurrency, one, out, bar)
+			results := r.Rollout(cmd.Context(), tasks, printResult(out, len(tasks)*n, quiet))
 			return printSummary(cmd.ErrOrStderr(), results)
 		},
 	}
 	f.register(cmd.Flags())
 	cmd.Flags().StringVar(&tasksPath, "tasks", "", "tasks file, one JSON object per line (required)")
 	cmd.Flags().StringVar(&outPath, "out", "", "write result lines here instead of stdout")
-	cmd.Flags().IntVar(&n, "n", 8, "samples (episodes) per task")
-	cmd.Flags().IntVar(&concurrency, "concurrency", 64, "sandboxes running at once")
+	cmd.Flags().IntVar(&n, "n", rollout.Defaults().N, "samples (episodes) per task")
+	cmd.Flags().IntVar(&concurrency, "concurrency", rollout.Defaults().Concurrency, "sandboxes running at once")
 	cmd.Flags().BoolVar(&quiet, "quiet", false, "no progress bar")
 	_ = cmd.MarkFlagRequired("tasks")
 	ad.register(cmd, true)
@@ -115,34 +109,20 @@ func readTasks(path string) ([]task, error) {
 	return tasks, nil
 }
 
-// rollout runs every (task, sample) with at most conc at once, writing
-// each result line to out as it finishes.
-func rollout(ctx context.Context, tasks []task, n, conc int, one func(context.Context, task, int) runResult, out io.Writer, bar *progressbar.ProgressBar) []runResult {
-	var mu sync.Mutex
-	var results []runResult
+// printResult returns the callback that writes each result line to out
+// and moves the progress bar (none when quiet).
+func printResult(out io.Writer, total int, quiet bool) func(runResult) {
 	enc := json.NewEncoder(out)
-	g := new(errgroup.Group)
-	g.SetLimit(conc)
-	for _, t := range tasks {
-		for s := range n {
-			if ctx.Err() != nil {
-				break
-			}
-			g.Go(func() error {
-				r := one(ctx, t, s)
-				mu.Lock()
-				defer mu.Unlock()
-				results = append(results, r)
-				_ = enc.Encode(r)
-				if bar != nil {
-					_ = bar.Add(1)
-				}
-				return nil
-			})
+	var bar *progressbar.ProgressBar
+	if !quiet {
+		bar = progressbar.Default(int64(total), "rollout")
+	}
+	return func(r runResult) {
+		_ = enc.Encode(r)
+		if bar != nil {
+			_ = bar.Add(1)
 		}
 	}
-	_ = g.Wait()
-	return results
 }
 
 // printSummary writes counts per status and the mean reward per task; it

@@ -17,6 +17,7 @@ import (
 
 	"github.com/orchard-rl/orchard/recorder"
 	"github.com/orchard-rl/orchard/rl/plan"
+	"github.com/orchard-rl/orchard/rl/rollout"
 )
 
 // Episode metadata keys of an adaptive run: with the task id and the
@@ -142,7 +143,7 @@ type rolloutKey struct {
 type adaptiveRun struct {
 	a       *adaptiveFlags
 	tasks   map[string]task
-	one     func(context.Context, task, int) runResult
+	one     rollout.EpisodeFunc
 	conc    int
 	done    map[rolloutKey]storedRollout // finished in the store before this process
 	mu      sync.Mutex                   // guards following
@@ -152,7 +153,7 @@ type adaptiveRun struct {
 
 // run drives the planner over the tasks, running each rollout the store
 // does not already hold as finished, and prints the summary.
-func (a *adaptiveFlags) run(cmd *cobra.Command, tasks []task, n, conc int, one func(context.Context, task, int) runResult, out io.Writer) error {
+func (a *adaptiveFlags) run(cmd *cobra.Command, tasks []task, n, conc int, one rollout.EpisodeFunc, out io.Writer) error {
 	if a.budget < 1 {
 		return fmt.Errorf("--adaptive needs --budget of at least 1")
 	}
