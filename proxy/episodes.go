@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -38,7 +39,12 @@ type episodeAPI struct {
 	publicURL  string // base URL sandboxes reach the proxy at; "" means the request's Host
 	tokenTTL   time.Duration
 	finished   *finishedCache
-	createMu   sync.Mutex // serialises create's check and put
+	createMu   sync.Mutex // serialises create's check and put on a store that is no recorder.Creator
+
+	feed    FinishFeed // nil: finishes are learnt from the store only
+	log     *slog.Logger
+	stopSub context.CancelFunc // nil without feed
+	subDone chan struct{}
 
 	mu      sync.Mutex           // guards following
 	running map[string]time.Time // episodes seen running, and when
@@ -142,20 +148,13 @@ func (a *episodeAPI) create(w http.ResponseWriter, r *http.Request) {
 		writeError(w, "", e)
 		return
 	}
-	// Check and put under one lock, so that two concurrent creates of one
-	// id on this replica cannot both succeed (across replicas sharing
-	// Redis the window remains: see docs/failure-modes.md).
-	a.createMu.Lock()
-	_, err := a.store.Episode(r.Context(), req.ID)
-	if err == nil {
-		a.createMu.Unlock()
+	ep := &recorder.Episode{ID: req.ID, TaskID: req.TaskID, GroupID: req.GroupID, Metadata: req.Metadata,
+		CreatedAt: time.Now().UTC(), Status: recorder.StatusRunning}
+	err := a.createEpisode(r.Context(), ep)
+	if errors.Is(err, recorder.ErrExists) {
 		writeError(w, "", &Error{Status: http.StatusConflict, Type: "conflict", Message: "episode " + req.ID + " already exists"})
 		return
 	}
-	ep := &recorder.Episode{ID: req.ID, TaskID: req.TaskID, GroupID: req.GroupID, Metadata: req.Metadata,
-		CreatedAt: time.Now().UTC(), Status: recorder.StatusRunning}
-	err = a.store.PutEpisode(r.Context(), ep)
-	a.createMu.Unlock()
 	if err != nil {
 		writeError(w, "", storeError(err))
 		return
@@ -168,6 +167,18 @@ func (a *episodeAPI) create(w http.ResponseWriter, r *http.Request) {
 		"ANTHROPIC_BASE_URL": base,
 		"ANTHROPIC_API_KEY":  tok,
 	}})
+}
+
+// createEpisode stores ep unless it exists. A store that creates
+// atomically ([recorder.Creator]: both backends) gives one winner across
+// every replica sharing it; for any other the check and put are serialised
+// on this replica only.
+func (a *episodeAPI) createEpisode(ctx context.Context, ep *recorder.Episode) error {
+	if _, ok := a.store.(recorder.Creator); !ok {
+		a.createMu.Lock()
+		defer a.createMu.Unlock()
+	}
+	return recorder.CreateEpisode(ctx, a.store, ep)
 }
 
 func (a *episodeAPI) baseURL(r *http.Request) string {
@@ -220,6 +231,7 @@ func (a *episodeAPI) finish(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.finished.add(id)
+	a.publishFinished(r.Context(), id)
 	sum.Episode = ep
 	writeJSON(w, http.StatusOK, sum)
 }

@@ -60,6 +60,10 @@ type Options struct {
 	PublicURL string
 	// TokenTTL is how long an episode token stays valid. Default 24h.
 	TokenTTL time.Duration
+	// Finishes, when set, carries finishes between the replicas sharing
+	// Episodes: a token is refused on every replica once its episode
+	// finished on one, even while the store cannot answer.
+	Finishes FinishFeed
 
 	// Registry, when set, gets the proxy's metrics and is served at /metrics.
 	Registry *prometheus.Registry
@@ -183,6 +187,7 @@ func New(opts Options) *Handler {
 		h.eps = &episodeAPI{store: opts.Episodes, signer: opts.Signer, adminToken: opts.AdminToken,
 			publicURL: opts.PublicURL, tokenTTL: opts.TokenTTL, finished: newFinishedCache(1 << 16),
 			running: make(map[string]time.Time)}
+		h.eps.startFeed(opts.Finishes, lg)
 	}
 	if opts.Registry != nil {
 		h.met = newMetrics(opts.Registry)
@@ -210,6 +215,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) Close() error {
 	close(h.done)
 	h.wg.Wait()
+	h.eps.stopFeed()
 	return nil
 }
 

@@ -90,7 +90,7 @@ func runProxy(ctx context.Context, cfg *proxyConfig, lg *slog.Logger, ready chan
 		IdleTimeout: cfg.IdleTimeout, MaxBodyBytes: cfg.MaxBody, BodyReadTimeout: cfg.BodyTimeout,
 		Logger: lg,
 		Tokens: signer, RequireToken: cfg.Auth == "required",
-		Episodes: lin.Store{Store: store}, Signer: signer, AdminToken: cfg.AdminToken, PublicURL: cfg.PublicURL, TokenTTL: cfg.TokenTTL,
+		Episodes: lin.Store{Store: store}, Finishes: finishFeed(store), Signer: signer, AdminToken: cfg.AdminToken, PublicURL: cfg.PublicURL, TokenTTL: cfg.TokenTTL,
 		Registry: reg,
 	})
 	ln, err := net.Listen("tcp", cfg.Listen)

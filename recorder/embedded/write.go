@@ -106,6 +106,36 @@ func (s *Store) PutEpisode(ctx context.Context, ep *recorder.Episode) error {
 	return s.appendOne(append([]byte{typeEpisode}, p...))
 }
 
+// CreateEpisode is [Store.PutEpisode] for an episode not stored yet; for
+// one that is (with metadata, calls or events) it returns an error
+// wrapping [recorder.ErrExists]. The check and the append share one hold
+// of the store's lock, so of concurrent creates exactly one succeeds.
+func (s *Store) CreateEpisode(ctx context.Context, ep *recorder.Episode) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	e, err := recorder.NormalizeEpisode(ep)
+	if err != nil {
+		return err
+	}
+	p, err := json.Marshal(&e)
+	if err != nil {
+		return fmt.Errorf("create episode %s: %w", e.ID, err)
+	}
+	buf, frames := addFrame(nil, nil, append([]byte{typeEpisode}, p...))
+	s.mu.Lock()
+	if s.idx.eps[e.ID] != nil {
+		s.mu.Unlock()
+		return fmt.Errorf("create episode %s: %w", e.ID, recorder.ErrExists)
+	}
+	pos, err := s.appendLocked(buf, frames)
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return s.waitDurable(pos)
+}
+
 // AppendEvent stores ev after the episode's earlier events, with Seq set to
 // the returned 1-based number and a zero At set to now; ev itself is not
 // modified.

@@ -58,3 +58,9 @@ func (s Store) CallsChecked(ctx context.Context, episodeID string) ([]*recorder.
 	Reclassify(calls)
 	return calls, bad, nil
 }
+
+// CreateEpisode is [recorder.CreateEpisode] on the wrapped store, so that
+// an atomic create stays atomic behind the wrapper.
+func (s Store) CreateEpisode(ctx context.Context, ep *recorder.Episode) error {
+	return recorder.CreateEpisode(ctx, s.Store, ep)
+}

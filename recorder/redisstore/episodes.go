@@ -19,6 +19,18 @@ import (
 // episode expires after Retention (counted from this call); a later
 // PutEpisode without FinishedAt makes them persistent again.
 func (s *Store) PutEpisode(ctx context.Context, ep *recorder.Episode) error {
+	return s.putEpisode(ctx, ep, scriptPutEpisode)
+}
+
+// CreateEpisode is [Store.PutEpisode] for an episode not stored yet; for
+// one that is (with metadata, calls or events) it returns an error
+// wrapping [recorder.ErrExists]. The check and the write are one script,
+// so of concurrent creates from any number of clients exactly one wins.
+func (s *Store) CreateEpisode(ctx context.Context, ep *recorder.Episode) error {
+	return s.putEpisode(ctx, ep, scriptCreateEpisode)
+}
+
+func (s *Store) putEpisode(ctx context.Context, ep *recorder.Episode, sc *script) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -34,10 +46,13 @@ func (s *Store) PutEpisode(ctx context.Context, ep *recorder.Episode) error {
 	if e.FinishedAt != nil && s.opts.Retention > 0 {
 		expire = max(s.opts.Retention.Milliseconds(), 1)
 	}
-	cl := &call{sc: scriptPutEpisode, keys: s.keys.episode(e.ID).all(), args: []any{meta, nonce(), expire}}
+	cl := &call{sc: sc, keys: s.keys.episode(e.ID).all(), args: []any{meta, nonce(), expire}}
 	var entry *redis.SliceCmd
 	runPipeline(ctx, s.rdb, []*call{cl}, func(p redis.Pipeliner) { entry = p.HMGet(ctx, s.keys.entries(), e.ID) })
 	v, err := cl.cmd.Slice()
+	if errors.Is(err, redis.Nil) {
+		return fmt.Errorf("create episode %s: %w", e.ID, recorder.ErrExists)
+	}
 	if err != nil {
 		return fmt.Errorf("put episode %s: %w", e.ID, wrapErr(err))
 	}

@@ -84,7 +84,16 @@ return {'ok', inc, ver, first, redis.call('HGET', KEYS[1], 'meta') or '', n}
 // putEpisode stores an episode's metadata and arms or clears its expiry.
 // KEYS: ep, log, ids, events. ARGV: metadata JSON, incarnation nonce,
 // expiry in ms (0: persist). Returns {ver, first}.
-var scriptPutEpisode = newScript(luaBump + `
+var scriptPutEpisode = newScript(luaBump + luaPutEpisode)
+
+// createEpisode is putEpisode for an episode whose hash does not exist
+// (no metadata, calls or events); for one that does it writes nothing and
+// returns nil.
+var scriptCreateEpisode = newScript(luaBump + `
+if redis.call('EXISTS', KEYS[1]) == 1 then return false end
+` + luaPutEpisode)
+
+const luaPutEpisode = `
 ensure(ARGV[2])
 redis.call('HSET', KEYS[1], 'meta', ARGV[1])
 local ver = bump()
@@ -93,7 +102,7 @@ for i = 1, #KEYS do
   if ms > 0 then redis.call('PEXPIRE', KEYS[i], ms) else redis.call('PERSIST', KEYS[i]) end
 end
 return {ver, redis.call('HGET', KEYS[1], 'first') or ''}
-`)
+`
 
 // appendEvent appends an event. KEYS: ep, events. ARGV: event JSON,
 // incarnation nonce. Returns {seq, ver, first, meta}.

@@ -38,6 +38,7 @@ func Run(t *testing.T, b Backend) {
 		{"ListEpisodes", testListEpisodes},
 		{"ListEpisodesPaging", testListEpisodesPaging},
 		{"EventsAndDelete", testEventsAndDelete},
+		{"CreateEpisode", testCreateEpisode},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, b) })
 	}
