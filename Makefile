@@ -37,8 +37,14 @@ bench: build ## load benchmark side by side (docs/bench/*.json) + package benchm
 	bin/orchard-bench --bin $(BIN) --out docs/bench
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 200x ./proxy/ ./recorder/... ./reconstruct/ ./cmd/orchard-bench ./envd/local/ ./envd/agent/
 
-lint: ## go vet
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+lint: ## go vet, staticcheck, gofmt, and builds for darwin and linux/arm64
 	$(GO) vet $(PKGS)
+	$(GO) run $(STATICCHECK) $(PKGS)
+	test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: the files above need formatting (make fmt)"; exit 1; }
+	GOOS=darwin $(GO) build $(PKGS)
+	GOOS=linux GOARCH=arm64 $(GO) build $(PKGS)
 
 fmt: ## gofmt the tree
 	gofmt -w $$(git ls-files '*.go')

@@ -55,7 +55,8 @@ func (s jsonlSink) close() error { return nil }
 type parquetSink struct {
 	w   io.Writer
 	typ reflect.Type // schema of an empty file
-	pw  *parquet.Writer
+	//lint:ignore SA1019 the row type is known only at run time; parquet.GenericWriter needs it at compile time
+	pw *parquet.Writer
 }
 
 func (s *parquetSink) open(t reflect.Type) {

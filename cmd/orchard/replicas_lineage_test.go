@@ -127,8 +127,8 @@ func playLineageScript(t *testing.T, replicas []string) string {
 	}
 	sys, u1, u2, u3 := "s:You are terse.", "u:What is the capital of France?", "u:And of Italy?", "u:And of Spain?"
 	a1 := "a:" + call(sys, u1)
-	a2 := "a:" + call(sys, u1, a1, u2)
-	a2 = "a:" + call(sys, u1, a1, u2) // the harness retries the same prompt
+	call(sys, u1, a1, u2)
+	a2 := "a:" + call(sys, u1, a1, u2) // the harness retries the same prompt
 	call(sys, u1, a1, u2, a2, u3)
 	call(sys, "u:What is the capital of Germany?", a1, u2, a2, u3) // the user edits the first question
 	// A new task as long as the thread so far: a fork, not a compaction.

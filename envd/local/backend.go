@@ -233,7 +233,8 @@ func (b *Backend) probeUserNS() error {
 // procAttr is how bubblewrap is started: in its own process group, killed
 // with envd, and as the sandbox user when envd is root.
 func (b *Backend) procAttr() *syscall.SysProcAttr {
-	a := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	a := &syscall.SysProcAttr{Setpgid: true}
+	killWithParent(a)
 	if b.setuid {
 		a.Credential = &syscall.Credential{Uid: uint32(b.opts.SandboxUID), Gid: uint32(b.opts.SandboxGID), Groups: []uint32{}}
 	}

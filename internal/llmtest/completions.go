@@ -53,8 +53,8 @@ func (c *call) completionsChoice(i int, text string, lp any, finish any, first b
 }
 
 func (c *call) completionsUsage() obj {
-	p, n, _ := c.usage()
-	n = 0
+	p, _, _ := c.usage()
+	n := 0
 	for i := range c.n {
 		n += len(c.contentTokens(i))
 	}

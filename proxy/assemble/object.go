@@ -25,18 +25,6 @@ func (o *object) set(k string, raw []byte) {
 	o.vals[k] = raw
 }
 
-// merge applies the rule for fields assembly does not understand: a non-null
-// value replaces the previous one, and null is only kept while nothing better
-// has been seen.
-func (o *object) merge(k string, raw []byte) {
-	if isNull(raw) {
-		if _, ok := o.vals[k]; ok {
-			return
-		}
-	}
-	o.set(k, raw)
-}
-
 // put is set, without the map write when k already holds an equal value.
 func (o *object) put(k string, raw []byte) {
 	if old, ok := o.vals[k]; ok && bytes.Equal(old, raw) {
@@ -69,19 +57,6 @@ func (o *object) get(k string) ([]byte, bool) {
 func (o *object) has(k string) bool {
 	_, ok := o.vals[k]
 	return ok
-}
-
-func (o *object) del(k string) {
-	if _, ok := o.vals[k]; !ok {
-		return
-	}
-	delete(o.vals, k)
-	for i, kk := range o.keys {
-		if kk == k {
-			o.keys = append(o.keys[:i], o.keys[i+1:]...)
-			return
-		}
-	}
 }
 
 // bytes renders the object as compact JSON.
