@@ -3,6 +3,7 @@ package deploy
 import (
 	"context"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -65,11 +66,14 @@ func TestServerSideDryRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The Job goes last: it lives in the namespace the overlays create.
+	names := append(slices.Clone(overlays), "base/export-job.yaml")
 	sets := map[string][]*unstructured.Unstructured{"base/export-job.yaml": readObjects(t, job)}
 	for _, dir := range overlays {
 		sets[dir] = render(t, dir)
 	}
-	for name, objs := range sets {
+	for _, name := range names {
+		objs := sets[name]
 		n := 0
 		for _, o := range objs {
 			if o.GetKind() == "Namespace" {
