@@ -64,7 +64,7 @@ func (b *agentBackend) Delete(_ context.Context, id string) error {
 
 func (b *agentBackend) Sweep(context.Context, func(string) bool) (int, error) { return 0, nil }
 
-// fakeProxy stands in for the proxy's episode API (issue 3 item 3) and
+// fakeProxy stands in for the proxy's episode API and
 // records what envd sent it.
 type fakeProxy struct {
 	*httptest.Server

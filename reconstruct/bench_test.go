@@ -11,7 +11,7 @@ import (
 	"github.com/orchard-rl/orchard/recorder"
 )
 
-// benchEpisodes is how many episodes BenchmarkExport exports; issue 5's
+// benchEpisodes is how many episodes BenchmarkExport exports; the full
 // scale is -bench.episodes=1000 (about 0.5-1 GB of records in memory).
 var benchEpisodes = flag.Int("bench.episodes", 20, "episodes per BenchmarkExport run")
 
@@ -50,7 +50,7 @@ func benchSource(b *testing.B, api string, episodes, turns, historyKB int) (*mem
 }
 
 // BenchmarkExport measures export throughput on one worker (one core) in
-// bytes of stored orchard.call/v1 records per second, for the issue 5
+// bytes of stored orchard.call/v1 records per second, for the export
 // workload (scaled down unless -bench.episodes=1000): 50-turn episodes
 // whose history grows to 20 KB.
 // Target: >= 100 MB/s per core for trajectories.

@@ -14,7 +14,7 @@ import (
 // any) followed by the messages or input items, each the raw JSON the
 // harness sent. Threads are found by comparing prefix hash chains of these
 // elements, so that no two prompts are ever compared message by message
-// (issue 5 item 2: linear in calls and bytes).
+// (linear in calls and bytes).
 
 // elements is the element view of one request.
 type elements struct {

@@ -8,7 +8,7 @@ import (
 	"github.com/orchard-rl/orchard/recorder"
 )
 
-// Issue 5 asks that doubling an episode's turns at most about doubles the
+// Export must be linear: doubling an episode's turns at most about doubles the
 // reconstruction time. Tests here may not time anything, so the tests in
 // this file count work instead: the comparisons threading makes
 // (Stats.threadOps), per stored byte of the episode (Stats.Bytes).

@@ -11,14 +11,14 @@ import (
 
 // maxUnpacked bounds what one packed unit may decompress to, so that a
 // corrupt or hostile frame cannot make a reader allocate without limit.
-// Request bodies are capped at 256 MB by the proxy (issue 2 acceptance).
+// Request bodies are capped at 256 MB by the proxy.
 const maxUnpacked = 1 << 30
 
 // The zstd coders are shared by every caller: EncodeAll and DecodeAll are
 // safe for concurrent use, and building a coder per call costs far more
 // than the call itself. The encoder runs at its fastest level: on harness
 // requests it is 1.3-1.7x faster than the default level for 5% more bytes,
-// and it runs for every recorded call (issue 7's CPU budget).
+// and it runs for every recorded call (the proxy's CPU budget).
 var (
 	zenc = sync.OnceValue(func() *zstd.Encoder {
 		e, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderCRC(false), zstd.WithEncoderConcurrency(2))

@@ -9,7 +9,7 @@ import (
 )
 
 // Top-level keys whose values are stored as content-addressed blocks. Agent
-// harnesses resend these every turn (issue 2 item 5), so each array element
+// harnesses resend these every turn, so each array element
 // becomes one block, and a large non-array value becomes a single block.
 var (
 	requestKeys  = map[string]bool{"messages": true, "input": true, "tools": true, "system": true, "instructions": true}

@@ -34,7 +34,7 @@ func TestRoundTripFixtures(t *testing.T) {
 	}
 }
 
-// TestStorageSize is issue 2's storage acceptance: a 200-turn episode whose
+// TestStorageSize is the storage target: a 200-turn episode whose
 // request grows to ~100 KB stores less than 1.5x its final request, measured
 // on the segment files.
 func TestStorageSize(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"github.com/orchard-rl/orchard/internal/redistest"
 )
 
-// TestStorageSize is the storage acceptance of issues 2 and 3: a 200-turn
+// TestStorageSize is the storage target: a 200-turn
 // episode whose request grows to ~100 KB stores less than 1.5x its final
 // request. It measures the bytes Redis holds for the episode (the sum of
 // frame, call id and state lengths) and logs Redis's own MEMORY USAGE,
