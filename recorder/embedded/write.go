@@ -92,18 +92,28 @@ func (s *Store) dropEncoders(eps map[string]bool) {
 // PutEpisode creates or replaces an episode's metadata. A zero CreatedAt
 // is set to now and an empty Status to "running" in what is stored.
 func (s *Store) PutEpisode(ctx context.Context, ep *recorder.Episode) error {
-	if err := ctx.Err(); err != nil {
+	p, err := episodeFrame(ctx, ep)
+	if err != nil {
 		return err
+	}
+	return s.appendOne(p)
+}
+
+// episodeFrame is the payload of an episode frame: the normalized
+// metadata after its type byte.
+func episodeFrame(ctx context.Context, ep *recorder.Episode) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	e, err := recorder.NormalizeEpisode(ep)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	p, err := json.Marshal(&e)
 	if err != nil {
-		return fmt.Errorf("put episode %s: %w", ep.ID, err)
+		return nil, fmt.Errorf("encode episode %s: %w", e.ID, err)
 	}
-	return s.appendOne(append([]byte{typeEpisode}, p...))
+	return append([]byte{typeEpisode}, p...), nil
 }
 
 // CreateEpisode is [Store.PutEpisode] for an episode not stored yet; for
@@ -111,22 +121,15 @@ func (s *Store) PutEpisode(ctx context.Context, ep *recorder.Episode) error {
 // wrapping [recorder.ErrExists]. The check and the append share one hold
 // of the store's lock, so of concurrent creates exactly one succeeds.
 func (s *Store) CreateEpisode(ctx context.Context, ep *recorder.Episode) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	e, err := recorder.NormalizeEpisode(ep)
+	p, err := episodeFrame(ctx, ep)
 	if err != nil {
 		return err
 	}
-	p, err := json.Marshal(&e)
-	if err != nil {
-		return fmt.Errorf("create episode %s: %w", e.ID, err)
-	}
-	buf, frames := addFrame(nil, nil, append([]byte{typeEpisode}, p...))
+	buf, frames := addFrame(nil, nil, p)
 	s.mu.Lock()
-	if s.idx.eps[e.ID] != nil {
+	if s.idx.eps[ep.ID] != nil {
 		s.mu.Unlock()
-		return fmt.Errorf("create episode %s: %w", e.ID, recorder.ErrExists)
+		return fmt.Errorf("create episode %s: %w", ep.ID, recorder.ErrExists)
 	}
 	pos, err := s.appendLocked(buf, frames)
 	s.mu.Unlock()
