@@ -1,7 +1,6 @@
 package reconstruct
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"flag"
@@ -11,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/orchard-rl/orchard/recorder"
+	"github.com/orchard-rl/orchard/recorder/storetest"
 )
 
 var (
@@ -230,28 +230,7 @@ func writeInput(t *testing.T, sc scenario) {
 // readInput reads a recorded episode.
 func readInput(t testing.TB, path string) *memSource {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 64<<20)
-	var ep recorder.Episode
-	var calls []*recorder.Call
-	for i := 0; sc.Scan(); i++ {
-		if i == 0 {
-			if err := json.Unmarshal(sc.Bytes(), &ep); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		c := new(recorder.Call)
-		if err := json.Unmarshal(sc.Bytes(), c); err != nil {
-			t.Fatal(err)
-		}
-		calls = append(calls, c)
-	}
+	ep, calls := storetest.ReadEpisodeFile(t, path)
 	src := newMemSource()
 	src.add(ep, calls)
 	return src

@@ -1,7 +1,6 @@
 package viewer
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -41,30 +40,7 @@ func scenarioNames(t testing.TB) []string {
 // readScenario reads one golden input: its episode line and calls.
 func readScenario(t testing.TB, name string) (recorder.Episode, []*recorder.Call) {
 	t.Helper()
-	f, err := os.Open(filepath.Join(goldenDir, name+".input.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	var ep recorder.Episode
-	var calls []*recorder.Call
-	for i := 0; sc.Scan(); i++ {
-		if i == 0 {
-			err = json.Unmarshal(sc.Bytes(), &ep)
-		} else {
-			c := new(recorder.Call)
-			err, calls = json.Unmarshal(sc.Bytes(), c), append(calls, c)
-		}
-		if err != nil {
-			t.Fatalf("%s line %d: %v", name, i+1, err)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return ep, calls
+	return storetest.ReadEpisodeFile(t, filepath.Join(goldenDir, name+".input.jsonl"))
 }
 
 // seedGoldens stores every golden input as an episode named after it:

@@ -161,3 +161,33 @@ func AssertCalls(t testing.TB, got, want []*recorder.Call) {
 		}
 	}
 }
+
+// ReadEpisodeFile reads a recorded episode file (the format of
+// testdata/reconstruct/*.input.jsonl): the episode on the first line, then
+// one call per line.
+func ReadEpisodeFile(t testing.TB, path string) (recorder.Episode, []*recorder.Call) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 64<<20)
+	var ep recorder.Episode
+	var calls []*recorder.Call
+	for i := 0; sc.Scan(); i++ {
+		v := any(&ep)
+		if i > 0 {
+			c := new(recorder.Call)
+			calls, v = append(calls, c), c
+		}
+		if err := json.Unmarshal(sc.Bytes(), v); err != nil {
+			t.Fatalf("%s line %d: %v", path, i+1, err)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatalf("read %s: %v", path, err)
+	}
+	return ep, calls
+}

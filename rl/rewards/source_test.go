@@ -1,14 +1,12 @@
 package rewards
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
 	"testing"
 
 	"github.com/orchard-rl/orchard/recorder"
+	"github.com/orchard-rl/orchard/recorder/storetest"
 )
 
 // memSource is an in-memory reconstruct.Source.
@@ -48,27 +46,8 @@ func (m *memSource) Calls(_ context.Context, id string) ([]*recorder.Call, error
 	return m.calls[id], nil
 }
 
-// readInput reads a recorded episode: the episode line, then its calls.
+// readInput adds a recorded episode file to src.
 func readInput(t testing.TB, src *memSource, path string) {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 64<<20)
-	var ep recorder.Episode
-	var calls []*recorder.Call
-	for i := 0; sc.Scan(); i++ {
-		v := any(&ep)
-		if i > 0 {
-			c := new(recorder.Call)
-			calls, v = append(calls, c), c
-		}
-		if err := json.Unmarshal(sc.Bytes(), v); err != nil {
-			t.Fatal(err)
-		}
-	}
-	src.add(ep, calls)
+	src.add(storetest.ReadEpisodeFile(t, path))
 }
