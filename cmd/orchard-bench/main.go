@@ -97,6 +97,7 @@ commit's binary (about 3 minutes):
 	fl.IntVar(&sc.ChunkBytes, "chunk-bytes", 4, "text bytes per token event")
 	fl.DurationVar(&sc.FirstByteDelay, "first-byte-delay", 0, "upstream delay before the response headers")
 	fl.DurationVar(&sc.ChunkDelay, "chunk-delay", 0, "upstream delay between events")
+	fl.BoolVar(&sc.NoLogprobs, "no-logprobs", false, "the upstream ignores logprobs (token ids only on the token path), as in results before it honoured them")
 	cmd.AddCommand(newBenchUpstreamCmd(), newBenchBareCmd())
 	return cmd
 }

@@ -99,15 +99,15 @@ func newScenarioClient(base string, sc Scenario, conns int, ids bool) (*Client, 
 	if err != nil {
 		return nil, err
 	}
-	return newClient(base, sc.newRequests(), r, conns, ids), nil
+	return newClient(base, sc, sc.newRequests(), r, conns, ids), nil
 }
 
 // newClient shares already rendered requests and answers. A client that
 // asks for ids (ids) sends and expects the ids variant.
-func newClient(base string, q *requests, r *rendered, conns int, ids bool) *Client {
-	want := r.bodies[variant{usage: true}]
+func newClient(base string, sc Scenario, q *requests, r *rendered, conns int, ids bool) *Client {
+	want := r.bodies[sc.variantOf(true, false, false)]
 	if ids {
-		q, want = q.askingIDs(), r.bodies[variant{usage: true, tokenIDs: true, logprobs: true}]
+		q, want = q.askingIDs(), r.bodies[sc.variantOf(true, true, true)]
 	}
 	tr := &http.Transport{
 		Proxy:               nil,

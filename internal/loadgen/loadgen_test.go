@@ -167,36 +167,44 @@ func TestTruncatedStreamIsError(t *testing.T) {
 
 // TestIDsClientThroughBareProxy runs the b+ids client through the bare
 // proxy: it asks for token ids and logprobs, and the stream it expects (and
-// gets, byte for byte) carries them.
+// gets, byte for byte) carries them (logprobs not with NoLogprobs).
 func TestIDsClientThroughBareProxy(t *testing.T) {
-	sc := Scenario{Turns: 2, ChunksMin: 10, ChunksMax: 20}
-	sc.Defaults()
-	up, err := NewUpstream(sc)
-	if err != nil {
-		t.Fatal(err)
+	for _, noLP := range []bool{false, true} {
+		sc := Scenario{Turns: 2, ChunksMin: 10, ChunksMax: 20, NoLogprobs: noLP}
+		sc.Defaults()
+		up, err := NewUpstream(sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		us := httptest.NewServer(up)
+		u, _ := url.Parse(us.URL)
+		ps := httptest.NewServer(NewBareProxy(u))
+		c, err := NewIDsClient(ps.URL, sc, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkIDsClient(t, c, sc)
+		c.Close()
+		ps.Close()
+		us.Close()
 	}
-	us := httptest.NewServer(up)
-	defer us.Close()
-	u, _ := url.Parse(us.URL)
-	ps := httptest.NewServer(NewBareProxy(u))
-	defer ps.Close()
-	c, err := NewIDsClient(ps.URL, sc, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+}
+
+func checkIDsClient(t *testing.T, c *Client, sc Scenario) {
+	t.Helper()
 	if body := c.q.appendBody(nil, "ep", 1); !gjson.GetBytes(body, "return_token_ids").Bool() || !gjson.GetBytes(body, "logprobs").Bool() {
 		t.Errorf("ids client's request does not ask for token ids and logprobs: %s", body[len(body)-120:])
 	}
 	for k, want := range c.want {
-		if !bytes.Contains(want, []byte(`"token_ids":[`)) || !bytes.Contains(want, []byte(`"logprobs":{"content":[`)) {
-			t.Errorf("turn %d: the expected stream has no token ids or logprobs", k)
+		ids, lp := bytes.Contains(want, []byte(`"token_ids":[`)), bytes.Contains(want, []byte(`"logprobs":{"content":[`))
+		if !ids || lp == sc.NoLogprobs {
+			t.Errorf("NoLogprobs %v, turn %d: the expected stream has token ids %v, logprobs %v", sc.NoLogprobs, k, ids, lp)
 		}
 	}
 	var b Buffers
 	for k := range sc.Turns {
 		if got := c.Do(context.Background(), &b, "ep", k, time.Now()); got.Outcome != OK {
-			t.Errorf("turn %d through the bare proxy: %v (%s)", k, got.Outcome, got.Err)
+			t.Errorf("NoLogprobs %v, turn %d through the bare proxy: %v (%s)", sc.NoLogprobs, k, got.Outcome, got.Err)
 		}
 	}
 }

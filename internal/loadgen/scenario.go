@@ -39,6 +39,16 @@ type Scenario struct {
 	// events go out as fast as the machine allows, the proxy's worst case.
 	ChunkDelay time.Duration `json:"chunk_delay_ns"`
 	Seed       uint64        `json:"seed"` // picks each turn's chunk count; default 7
+	// NoLogprobs makes the upstream ignore the logprobs request field (as
+	// this benchmark's upstream did before it honoured it), so the token
+	// path carries token ids only; for comparing with earlier results.
+	NoLogprobs bool `json:"no_logprobs,omitempty"`
+}
+
+// variantOf is the rendering the upstream sends for a request with these
+// fields.
+func (s *Scenario) variantOf(usage, tokenIDs, logprobs bool) variant {
+	return variant{usage: usage, tokenIDs: tokenIDs, logprobs: logprobs && !s.NoLogprobs}
 }
 
 // Defaults fills the zero fields of s with their defaults.

@@ -310,7 +310,7 @@ func (s *suite) cell(ctx context.Context, t target, key cellKey) {
 	if key.mode == "open" {
 		conns = 1024
 	}
-	c := newClient(base, s.q, s.r, conns, t.ids)
+	c := newClient(base, s.cfg.Scenario, s.q, s.r, conns, t.ids)
 	load := Load{Concurrency: key.conc, Rate: key.rate, Warmup: s.cfg.Warmup, Duration: s.cfg.Duration,
 		Run: fmt.Sprintf("%s-%s-%s%d", s.run, t.slug(), key.mode, key.conc)}
 	if key.mode == "open" {

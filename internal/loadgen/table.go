@@ -35,6 +35,9 @@ func (r *Report) writeHeader(b *bytes.Buffer) {
 	fmt.Fprintf(b, "scenario: %d turns/episode, prompts %d..~%d B, %d..%d chunks of %d B text, first byte %v, chunk delay %v; %gs warmup + %gs per cell, %d round(s)\n",
 		sc.Turns, sc.PromptMin, sc.PromptMax, sc.ChunksMin, sc.ChunksMax, sc.ChunkBytes, sc.FirstByteDelay, sc.ChunkDelay,
 		r.Settings.WarmupS, r.Settings.DurationS, r.Settings.Rounds)
+	if sc.NoLogprobs {
+		fmt.Fprintf(b, "the upstream ignores logprobs (--no-logprobs): the token path carries token ids only\n")
+	}
 	if st := r.Settings; st.BaselineBin != "" {
 		fmt.Fprintf(b, "orchard: %s (commit %s); baseline (x'): %s (commit %s)\n",
 			st.Bin, orUnknown(short(st.BinCommit)), st.BaselineBin, orUnknown(short(st.BaselineCommit)))

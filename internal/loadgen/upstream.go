@@ -67,11 +67,8 @@ func (u *Upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	k := min(bytes.Count(b, assistantRole), u.sc.Turns-1)
-	v := variant{
-		usage:    gjson.GetBytes(b, "stream_options.include_usage").Bool(),
-		tokenIDs: gjson.GetBytes(b, "return_token_ids").Bool(),
-		logprobs: gjson.GetBytes(b, "logprobs").Bool(),
-	}
+	v := u.sc.variantOf(gjson.GetBytes(b, "stream_options.include_usage").Bool(),
+		gjson.GetBytes(b, "return_token_ids").Bool(), gjson.GetBytes(b, "logprobs").Bool())
 	u.stream(w, r.Context(), u.r.events[v][k])
 }
 
