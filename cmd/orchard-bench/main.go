@@ -45,11 +45,18 @@ func newBenchCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Long: `Start a scripted vLLM-style upstream, then load, one after the other and each in a fresh
-process: (a) the upstream directly, (b) a bare httputil.ReverseProxy, (c) orchard proxy on the
-embedded store, (d) on Redis, (e) (d) with --upstream-kind vllm, (f) (c) with --upstream-kind vllm,
-at each --concurrency (closed loop) and once at --rate (open loop). Prints a table, writes
---out/<time>.json, and exits 1 if any stream failed. The default run takes about 4 minutes (6 with Redis);
---long runs 20s cells twice.`,
+process: (a) the upstream directly, (b) a bare httputil.ReverseProxy, (b+ids) the same with a
+client that asks for token ids and logprobs itself (the token path's floor), (c) orchard proxy on
+the embedded store, (d) on Redis, (e) (d) with --upstream-kind vllm, (f) (c) with --upstream-kind
+vllm, at each --concurrency (closed loop) and once at --rate (open loop). With --baseline-bin, each
+selected orchard target also runs on that binary (c', f', ...) right after its original. Prints a
+table, writes --out/<time>.json, and exits 1 if any stream failed. The default run takes about 5
+minutes (7 with Redis); --long runs 20s cells twice. A quick side-by-side with the previous
+commit's binary (about 3 minutes):
+
+  git worktree add /tmp/base HEAD~1 && (cd /tmp/base && go build -o /tmp/orchard-base ./cmd/orchard)
+  bin/orchard-bench --baseline-bin /tmp/orchard-base --targets b,b+ids,c,f --concurrency 1,8,64 \
+    --warmup 1s --duration 3s --rate 0 --out ""`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if long {
@@ -72,9 +79,10 @@ at each --concurrency (closed loop) and once at --rate (open loop). Prints a tab
 	fl.StringVar(&out, "out", "docs/bench", "directory for the results JSON (empty: none)")
 	fl.BoolVar(&long, "long", false, "20s cells, 2s warmup, 2 rounds (about 15 minutes)")
 	fl.StringVar(&cfg.Bin, "bin", "", "orchard binary to run the proxies with (default: orchard beside this binary)")
+	fl.StringVar(&cfg.BaselineBin, "baseline-bin", "", "a second orchard binary (say, from the previous commit) to run each orchard target on as well (c', f', ...)")
 	fl.StringVar(&cfg.RedisServer, "redis-server", "", "redis-server binary (default: from PATH)")
 	fl.StringVar(&cfg.WorkDir, "work-dir", "", "keep stores and process logs here (default: a temporary directory, removed)")
-	fl.StringSliceVar(&cfg.Targets, "targets", loadgen.TargetKeys(), "targets to run: a upstream, b bare, c orchard, d orchard-redis, e orchard-redis-vllm, f orchard-vllm")
+	fl.StringSliceVar(&cfg.Targets, "targets", loadgen.TargetKeys(), "targets to run: a upstream, b bare, b+ids bare-ids, c orchard, d orchard-redis, e orchard-redis-vllm, f orchard-vllm")
 	fl.IntSliceVar(&cfg.Concurrency, "concurrency", []int{1, 8, 64, 256}, "closed-loop client counts")
 	fl.DurationVar(&cfg.Warmup, "warmup", 2*time.Second, "warm-up per cell")
 	fl.DurationVar(&cfg.Duration, "duration", 6*time.Second, "measured window per cell")
@@ -89,6 +97,7 @@ at each --concurrency (closed loop) and once at --rate (open loop). Prints a tab
 	fl.IntVar(&sc.ChunkBytes, "chunk-bytes", 4, "text bytes per token event")
 	fl.DurationVar(&sc.FirstByteDelay, "first-byte-delay", 0, "upstream delay before the response headers")
 	fl.DurationVar(&sc.ChunkDelay, "chunk-delay", 0, "upstream delay between events")
+	fl.BoolVar(&sc.NoLogprobs, "no-logprobs", false, "the upstream ignores logprobs (token ids only on the token path), as in results before it honoured them")
 	cmd.AddCommand(newBenchUpstreamCmd(), newBenchBareCmd())
 	return cmd
 }
@@ -104,6 +113,14 @@ func runBench(cmd *cobra.Command, cfg loadgen.Config, out string) error {
 	}
 	if _, err := os.Stat(cfg.Bin); err != nil {
 		return fmt.Errorf("orchard binary (--bin): %w", err)
+	}
+	if cfg.BaselineBin != "" {
+		if cfg.BaselineBin, err = filepath.Abs(cfg.BaselineBin); err != nil {
+			return fmt.Errorf("baseline binary (--baseline-bin): %w", err)
+		}
+		if _, err := os.Stat(cfg.BaselineBin); err != nil {
+			return fmt.Errorf("baseline binary (--baseline-bin): %w", err)
+		}
 	}
 	cfg.Progress = cmd.ErrOrStderr()
 	rep, err := loadgen.RunSuite(cmd.Context(), cfg)

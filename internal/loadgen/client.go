@@ -80,6 +80,17 @@ type Client struct {
 // NewClient returns a client of the target at base (e.g.
 // http://127.0.0.1:8080), keeping up to conns idle connections.
 func NewClient(base string, sc Scenario, conns int) (*Client, error) {
+	return newScenarioClient(base, sc, conns, false)
+}
+
+// NewIDsClient is [NewClient] for a client that asks for token ids and
+// logprobs itself (return_token_ids and logprobs true, what orchard injects
+// for vLLM), and expects the upstream's stream with them.
+func NewIDsClient(base string, sc Scenario, conns int) (*Client, error) {
+	return newScenarioClient(base, sc, conns, true)
+}
+
+func newScenarioClient(base string, sc Scenario, conns int, ids bool) (*Client, error) {
 	sc.Defaults()
 	if err := sc.Validate(); err != nil {
 		return nil, err
@@ -88,11 +99,16 @@ func NewClient(base string, sc Scenario, conns int) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newClient(base, sc.newRequests(), r, conns), nil
+	return newClient(base, sc, sc.newRequests(), r, conns, ids), nil
 }
 
-// newClient shares already rendered requests and answers.
-func newClient(base string, q *requests, r *rendered, conns int) *Client {
+// newClient shares already rendered requests and answers. A client that
+// asks for ids (ids) sends and expects the ids variant.
+func newClient(base string, sc Scenario, q *requests, r *rendered, conns int, ids bool) *Client {
+	want := r.bodies[sc.variantOf(true, false, false)]
+	if ids {
+		q, want = q.askingIDs(), r.bodies[sc.variantOf(true, true, true)]
+	}
 	tr := &http.Transport{
 		Proxy:               nil,
 		MaxIdleConns:        conns,
@@ -104,7 +120,7 @@ func newClient(base string, q *requests, r *rendered, conns int) *Client {
 		hc:   &http.Client{Transport: tr},
 		url:  base + "/v1/chat/completions",
 		q:    q,
-		want: r.bodies[variant{usage: true}],
+		want: want,
 	}
 }
 

@@ -1,7 +1,9 @@
 package loadgen
 
 import (
+	"bytes"
 	"context"
+	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"testing"
@@ -160,5 +162,75 @@ func TestTruncatedStreamIsError(t *testing.T) {
 	var b Buffers
 	if got := c.Do(context.Background(), &b, "ep", 0, time.Now()); got.Outcome != Truncated {
 		t.Errorf("Do on a stream without [DONE] = %v (%s), want truncated", got.Outcome, got.Err)
+	}
+}
+
+// TestIDsClientThroughBareProxy runs the b+ids client through the bare
+// proxy: it asks for token ids and logprobs, and the stream it expects (and
+// gets, byte for byte) carries them (logprobs not with NoLogprobs).
+func TestIDsClientThroughBareProxy(t *testing.T) {
+	for _, noLP := range []bool{false, true} {
+		sc := Scenario{Turns: 2, ChunksMin: 10, ChunksMax: 20, NoLogprobs: noLP}
+		sc.Defaults()
+		up, err := NewUpstream(sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		us := httptest.NewServer(up)
+		u, _ := url.Parse(us.URL)
+		ps := httptest.NewServer(NewBareProxy(u))
+		c, err := NewIDsClient(ps.URL, sc, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkIDsClient(t, c, sc)
+		c.Close()
+		ps.Close()
+		us.Close()
+	}
+}
+
+func checkIDsClient(t *testing.T, c *Client, sc Scenario) {
+	t.Helper()
+	if body := c.q.appendBody(nil, "ep", 1); !gjson.GetBytes(body, "return_token_ids").Bool() || !gjson.GetBytes(body, "logprobs").Bool() {
+		t.Errorf("ids client's request does not ask for token ids and logprobs: %s", body[len(body)-120:])
+	}
+	for k, want := range c.want {
+		ids, lp := bytes.Contains(want, []byte(`"token_ids":[`)), bytes.Contains(want, []byte(`"logprobs":{"content":[`))
+		if !ids || lp == sc.NoLogprobs {
+			t.Errorf("NoLogprobs %v, turn %d: the expected stream has token ids %v, logprobs %v", sc.NoLogprobs, k, ids, lp)
+		}
+	}
+	var b Buffers
+	for k := range sc.Turns {
+		if got := c.Do(context.Background(), &b, "ep", k, time.Now()); got.Outcome != OK {
+			t.Errorf("NoLogprobs %v, turn %d through the bare proxy: %v (%s)", sc.NoLogprobs, k, got.Outcome, got.Err)
+		}
+	}
+}
+
+// TestUpstreamModels expects GET /v1/models in vLLM's shape.
+func TestUpstreamModels(t *testing.T) {
+	up, err := NewUpstream(Scenario{Turns: 1, ChunksMin: 8, ChunksMax: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := httptest.NewRecorder()
+	up.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/v1/models", nil))
+	body := w.Body.Bytes()
+	if w.Code != http.StatusOK || !gjson.ValidBytes(body) {
+		t.Fatalf("GET /v1/models = %d %s, want 200 and JSON", w.Code, body)
+	}
+	for path, want := range map[string]string{
+		"object": "list", "data.#": "1", "data.0.id": Model, "data.0.object": "model",
+		"data.0.owned_by": "vllm", "data.0.root": Model, "data.0.max_model_len": "32768",
+		"data.0.permission.0.object": "model_permission", "data.0.parent": "",
+	} {
+		if got := gjson.GetBytes(body, path).String(); got != want {
+			t.Errorf("%s = %q, want %q", path, got, want)
+		}
+	}
+	if gjson.GetBytes(body, "data.0.created").Int() <= 0 {
+		t.Errorf("data.0.created missing: %s", body)
 	}
 }

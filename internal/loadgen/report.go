@@ -1,10 +1,9 @@
 package loadgen
 
 import (
-	"bytes"
+	"debug/buildinfo"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -13,11 +12,13 @@ import (
 	"time"
 )
 
-// ReportSchema versions the results JSON.
-const ReportSchema = "orchard.bench/v1"
+// ReportSchema versions the results JSON. v2: ratios carry their base (b,
+// b+ids or a baseline twin) and a peak RSS ratio; targets their path.
+const ReportSchema = "orchard.bench/v2"
 
 // Report is one suite run: the machine, the settings, a cell per target and
-// load, the ratios against the bare proxy and the targets' checks.
+// load, the ratios against the floors (and the baseline binary) and the
+// targets' checks.
 type Report struct {
 	Schema    string       `json:"schema"`
 	StartedAt time.Time    `json:"started_at"`
@@ -52,14 +53,26 @@ type Settings struct {
 	Rounds        int      `json:"rounds"`
 	OpenRate      float64  `json:"open_rate,omitempty"`
 	OpenDurationS float64  `json:"open_duration_s,omitempty"`
+	// The orchard binary under test and the baseline binary, if any, with
+	// the commits they were built from (when the build recorded one).
+	Bin            string `json:"bin,omitempty"`
+	BinCommit      string `json:"bin_commit,omitempty"`
+	BaselineBin    string `json:"baseline_bin,omitempty"`
+	BaselineCommit string `json:"baseline_commit,omitempty"`
 }
 
 // TargetInfo names a target and says whether it ran.
 type TargetInfo struct {
-	Key     string `json:"key"`
-	Name    string `json:"name"`
-	Desc    string `json:"desc"`
-	Skipped string `json:"skipped,omitempty"`
+	Key  string `json:"key"`
+	Name string `json:"name"`
+	Desc string `json:"desc"`
+	// Path is, for an orchard target, "plain" or "token" (vLLM token
+	// injection); "" for the upstream and the bare proxies.
+	Path string `json:"path,omitempty"`
+	// BaselineOf is, for a target run by the baseline binary, the key of
+	// the same target run by the binary under test.
+	BaselineOf string `json:"baseline_of,omitempty"`
+	Skipped    string `json:"skipped,omitempty"`
 }
 
 // Cell is one target under one load.
@@ -94,14 +107,20 @@ type Cell struct {
 	Notes     []string `json:"notes,omitempty"`
 }
 
-// Ratio compares a recording proxy with the bare proxy (b) under one load.
+// Ratio compares a recording proxy with a base under one closed-loop load
+// in the same run: the bare proxy (b), for the token path also the bare
+// proxy whose client asks for ids (b+ids), and with a baseline binary the
+// same target run by it (c vs c').
 type Ratio struct {
 	Target      string  `json:"target"`
+	Key         string  `json:"key"`
+	Base        string  `json:"base"` // the base's key: b, b+ids, c', ...
 	Concurrency int     `json:"concurrency"`
-	Throughput  float64 `json:"throughput_ratio"`   // target / bare
-	CPU         float64 `json:"cpu_per_req_ratio"`  // target / bare, proxy process
-	P50Delta    float64 `json:"total_p50_delta_ms"` // target - bare
-	P99Delta    float64 `json:"total_p99_delta_ms"` // target - bare
+	Throughput  float64 `json:"throughput_ratio"`   // target / base
+	CPU         float64 `json:"cpu_per_req_ratio"`  // target / base, proxy process
+	RSS         float64 `json:"peak_rss_ratio"`     // target / base, proxy process
+	P50Delta    float64 `json:"total_p50_delta_ms"` // target - base
+	P99Delta    float64 `json:"total_p99_delta_ms"` // target - base
 }
 
 // Check is one of the benchmark's targets for one recording proxy.
@@ -123,8 +142,12 @@ func (s *suite) report(started time.Time, loadStart float64) *Report {
 	if s.cfg.OpenRate > 0 {
 		r.Settings.OpenRate, r.Settings.OpenDurationS = s.cfg.OpenRate, s.cfg.OpenDuration.Seconds()
 	}
+	r.Settings.Bin, r.Settings.BinCommit = s.cfg.Bin, binCommit(s.cfg.Bin)
+	if s.cfg.BaselineBin != "" {
+		r.Settings.BaselineBin, r.Settings.BaselineCommit = s.cfg.BaselineBin, binCommit(s.cfg.BaselineBin)
+	}
 	for _, t := range s.targets {
-		r.Targets = append(r.Targets, TargetInfo{Key: t.Key, Name: t.Name, Desc: t.Desc, Skipped: s.skipped[t.Key]})
+		r.Targets = append(r.Targets, t.info(s.skipped[t.Key]))
 		if why := s.skipped[t.Key]; why != "" {
 			r.Notes = append(r.Notes, fmt.Sprintf("(%s) %s skipped: %s", t.Key, t.Name, why))
 		}
@@ -133,15 +156,26 @@ func (s *suite) report(started time.Time, loadStart float64) *Report {
 		if s.skipped[k.target] != "" {
 			continue
 		}
-		r.Cells = append(r.Cells, s.cells[k].cell(k))
+		r.Cells = append(r.Cells, s.cells[k].cell(k, s.target(k.target)))
 	}
 	r.compare()
 	return r
 }
 
-// cell reduces a cellRun.
-func (cr *cellRun) cell(k cellKey) Cell {
-	t, _ := targetByKey(k.target)
+// info describes t for the report.
+func (t target) info(skipped string) TargetInfo {
+	ti := TargetInfo{Key: t.Key, Name: t.Name, Desc: t.Desc, BaselineOf: t.of, Skipped: skipped}
+	switch {
+	case t.recording() && t.tokens:
+		ti.Path = "token"
+	case t.recording():
+		ti.Path = "plain"
+	}
+	return ti
+}
+
+// cell reduces a cellRun of target t.
+func (cr *cellRun) cell(k cellKey, t target) Cell {
 	c := Cell{Target: t.Name, Key: t.Key, Mode: k.mode, Concurrency: k.conc, Rate: k.rate,
 		Summary: cr.m.Summarize(), Notes: cr.notes}
 	per1k := func(d time.Duration) float64 {
@@ -158,95 +192,6 @@ func (cr *cellRun) cell(k cellKey) Cell {
 		c.LoadEnd = round(cr.loadEnd/float64(cr.rounds), 2)
 	}
 	return c
-}
-
-// compare fills the added latencies, the ratios and the checks.
-func (r *Report) compare() {
-	find := func(key, mode string, conc int) *Cell {
-		for i := range r.Cells {
-			c := &r.Cells[i]
-			if c.Key == key && c.Mode == mode && c.Concurrency == conc {
-				return c
-			}
-		}
-		return nil
-	}
-	for i := range r.Cells {
-		c := &r.Cells[i]
-		if a := find("a", c.Mode, c.Concurrency); a != nil {
-			c.AddedP50 = round(c.Total.P50-a.Total.P50, 3)
-			c.AddedP99 = round(c.Total.P99-a.Total.P99, 3)
-			c.AddedTTFBP50 = round(c.TTFB.P50-a.TTFB.P50, 3)
-		}
-		b := find("b", c.Mode, c.Concurrency)
-		if b == nil || c.Key == "a" || c.Key == "b" || c.Mode != "closed" {
-			continue
-		}
-		ratio := Ratio{Target: c.Target, Concurrency: c.Concurrency,
-			P50Delta: round(c.Total.P50-b.Total.P50, 3), P99Delta: round(c.Total.P99-b.Total.P99, 3)}
-		if b.Throughput > 0 {
-			ratio.Throughput = round(c.Throughput/b.Throughput, 3)
-		}
-		if b.ProxyCPU > 0 {
-			ratio.CPU = round(c.ProxyCPU/b.ProxyCPU, 3)
-		}
-		r.Ratios = append(r.Ratios, ratio)
-	}
-	r.check()
-}
-
-// check evaluates the benchmark's targets for every recording proxy that ran.
-func (r *Report) check() {
-	for _, t := range r.Targets {
-		if t.Skipped != "" {
-			continue
-		}
-		errs, trunc, sent, recorded, spilled := 0, 0, 0, 0, 0
-		for _, c := range r.Cells {
-			if c.Key == t.Key {
-				errs += c.Errors
-				trunc += c.Truncated
-				sent += c.Sent
-				spilled += c.Spilled
-				if recorded >= 0 && c.Recorded >= 0 {
-					recorded += c.Recorded
-				} else {
-					recorded = -1
-				}
-			}
-		}
-		r.Checks = append(r.Checks, Check{Target: t.Name, Name: "zero errors and truncated streams",
-			Got: fmt.Sprintf("%d errors (%d truncated)", errs, trunc), Pass: errs == 0})
-		if sent > 0 {
-			r.Checks = append(r.Checks, Check{Target: t.Name, Name: "every call recorded",
-				Got: fmt.Sprintf("%d of %d (%d via spill replay on restart)", recorded, sent, spilled), Pass: recorded == sent})
-		}
-		if t.Key == "a" || t.Key == "b" {
-			continue
-		}
-		for _, ra := range r.Ratios {
-			if ra.Target != t.Name {
-				continue
-			}
-			switch ra.Concurrency {
-			case 1:
-				r.add(t.Name, "1 client: total p50 within +0.15 ms of bare", ra.P50Delta, "%+.3f ms", ra.P50Delta <= 0.15)
-				r.add(t.Name, "1 client: total p99 within +1 ms of bare", ra.P99Delta, "%+.3f ms", ra.P99Delta <= 1)
-			case 8, 64:
-				r.add(t.Name, fmt.Sprintf("%d clients: throughput >= 0.9x bare", ra.Concurrency), ra.Throughput, "%.3fx", ra.Throughput >= 0.9)
-				r.add(t.Name, fmt.Sprintf("%d clients: CPU per request <= 1.3x bare", ra.Concurrency), ra.CPU, "%.3fx", ra.CPU > 0 && ra.CPU <= 1.3)
-			}
-		}
-		for _, c := range r.Cells {
-			if c.Key == t.Key && c.Mode == "closed" && c.Concurrency == 256 {
-				r.add(t.Name, "256 streams: peak RSS <= 64 MB", c.PeakRSSMB, "%.1f MB", c.PeakRSSMB <= 64)
-			}
-		}
-	}
-}
-
-func (r *Report) add(target, name string, v float64, format string, pass bool) {
-	r.Checks = append(r.Checks, Check{Target: target, Name: name, Got: fmt.Sprintf(format, v), Pass: pass})
 }
 
 // Failed reports whether any stream failed (an error or a truncated stream
@@ -295,10 +240,32 @@ func machine(loadStart float64) Machine {
 	return m
 }
 
+// binCommit is the commit a Go binary was built from (with "+dirty" for a
+// modified tree), read from its build info; "" if it carries none.
+func binCommit(path string) string {
+	bi, err := buildinfo.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	commit := ""
+	for _, s := range bi.Settings {
+		switch {
+		case s.Key == "vcs.revision":
+			commit = s.Value + commit
+		case s.Key == "vcs.modified" && s.Value == "true":
+			commit += "+dirty"
+		}
+	}
+	return commit
+}
+
 // gitHead reads the commit checked out in dir's .git, without running git
-// (builds with -buildvcs=false carry no revision); "" if unknown.
+// (builds with -buildvcs=false carry no revision); "" if unknown. In a
+// linked worktree .git is a file naming the worktree's git directory, whose
+// commondir holds the branches.
 func gitHead(dir string) string {
-	head, err := os.ReadFile(filepath.Join(dir, ".git", "HEAD"))
+	gitDir, common := gitDirs(filepath.Join(dir, ".git"))
+	head, err := os.ReadFile(filepath.Join(gitDir, "HEAD"))
 	if err != nil {
 		return ""
 	}
@@ -306,10 +273,10 @@ func gitHead(dir string) string {
 	if !ok {
 		return strings.TrimSpace(string(head))
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, ".git", ref)); err == nil {
+	if b, err := os.ReadFile(filepath.Join(common, ref)); err == nil {
 		return strings.TrimSpace(string(b))
 	}
-	packed, err := os.ReadFile(filepath.Join(dir, ".git", "packed-refs"))
+	packed, err := os.ReadFile(filepath.Join(common, "packed-refs"))
 	if err != nil {
 		return ""
 	}
@@ -319,6 +286,26 @@ func gitHead(dir string) string {
 		}
 	}
 	return ""
+}
+
+// gitDirs returns the git directory that .git (dotGit) is or points to, and
+// the directory that holds its refs.
+func gitDirs(dotGit string) (gitDir, common string) {
+	b, err := os.ReadFile(dotGit)
+	if err != nil {
+		return dotGit, dotGit // a directory, or nothing
+	}
+	gitDir = strings.TrimSpace(strings.TrimPrefix(string(b), "gitdir:"))
+	if !filepath.IsAbs(gitDir) {
+		gitDir = filepath.Join(filepath.Dir(dotGit), gitDir)
+	}
+	common = gitDir
+	if c, err := os.ReadFile(filepath.Join(gitDir, "commondir")); err == nil {
+		if common = strings.TrimSpace(string(c)); !filepath.IsAbs(common) {
+			common = filepath.Join(gitDir, common)
+		}
+	}
+	return gitDir, common
 }
 
 // WriteJSON writes the report as dir/<UTC start time>.json and returns the
@@ -336,85 +323,4 @@ func (r *Report) WriteJSON(dir string) (string, error) {
 		return "", fmt.Errorf("write results: %w", err)
 	}
 	return path, nil
-}
-
-// WriteTable prints the report for people: a block per load, then the
-// ratios and the checks.
-func (r *Report) WriteTable(w io.Writer) error {
-	var b bytes.Buffer
-	fmt.Fprintf(&b, "orchard-bench  %s  %s, %d cores, load avg %.1f -> %.1f, %s, commit %s\n",
-		r.StartedAt.Format(time.RFC3339), r.Machine.CPU, r.Machine.Cores, r.Machine.LoadStart, r.Machine.LoadEnd,
-		r.Machine.Go, short(r.Machine.Commit))
-	sc := r.Settings.Scenario
-	fmt.Fprintf(&b, "scenario: %d turns/episode, prompts %d..~%d B, %d..%d chunks of %d B text, first byte %v, chunk delay %v; %gs warmup + %gs per cell, %d round(s)\n",
-		sc.Turns, sc.PromptMin, sc.PromptMax, sc.ChunksMin, sc.ChunksMax, sc.ChunkBytes, sc.FirstByteDelay, sc.ChunkDelay,
-		r.Settings.WarmupS, r.Settings.DurationS, r.Settings.Rounds)
-	for _, n := range r.Notes {
-		fmt.Fprintf(&b, "note: %s\n", n)
-	}
-	var last string
-	for _, c := range r.Cells {
-		head := fmt.Sprintf("%s c=%d", c.Mode, c.Concurrency)
-		if c.Mode == "open" {
-			head = fmt.Sprintf("open loop %.0f req/s", c.Rate)
-		}
-		if head != last {
-			fmt.Fprintf(&b, "\n%s (load avg %.1f)\n", head, c.LoadStart)
-			fmt.Fprintf(&b, "  %-20s %6s %4s %5s %7s  %-27s  %-27s %7s %7s %7s %7s %6s\n", "target", "ok", "err", "trunc", "req/s",
-				"ttfb p50/p90/p99/max ms", "total p50/p90/p99/max ms", "+p50", "+p99", "cpu/1k", "up/1k", "rssMB")
-			last = head
-		}
-		writeCell(&b, c)
-	}
-	if len(r.Ratios) > 0 {
-		fmt.Fprintf(&b, "\nvs bare proxy (b)      %4s %10s %10s %12s %12s\n", "c", "thr ratio", "cpu ratio", "p50 delta ms", "p99 delta ms")
-		for _, ra := range r.Ratios {
-			fmt.Fprintf(&b, "  %-20s %4d %10.3f %10.3f %12.3f %12.3f\n", ra.Target, ra.Concurrency, ra.Throughput, ra.CPU, ra.P50Delta, ra.P99Delta)
-		}
-	}
-	fmt.Fprintf(&b, "\ntargets\n")
-	for _, c := range r.Checks {
-		verdict := "FAIL"
-		if c.Pass {
-			verdict = "pass"
-		}
-		fmt.Fprintf(&b, "  %-4s %-20s %-44s %s\n", verdict, c.Target, c.Name, c.Got)
-	}
-	_, err := w.Write(b.Bytes())
-	return err
-}
-
-// writeCell prints one row of the table and its notes.
-func writeCell(b *bytes.Buffer, c Cell) {
-	proxyCPU, rss := fmt.Sprintf("%.3f", c.ProxyCPU), fmt.Sprintf("%.1f", c.PeakRSSMB)
-	if c.Key == "a" {
-		proxyCPU, rss = "-", "-"
-	}
-	fmt.Fprintf(b, "  %-20s %6d %4d %5d %7.1f  %-27s  %-27s %7.2f %7.2f %7s %7.3f %6s\n",
-		c.Key+" "+c.Target, c.Requests, c.Errors, c.Truncated, c.Throughput, dist(c.TTFB), dist(c.Total),
-		c.AddedP50, c.AddedP99, proxyCPU, c.UpCPU, rss)
-	for _, e := range c.ErrorLog {
-		fmt.Fprintf(b, "      error: %s\n", e)
-	}
-	for _, n := range c.Notes {
-		fmt.Fprintf(b, "      note: %s\n", n)
-	}
-	if c.Recorded != c.Sent || c.Spilled > 0 {
-		fmt.Fprintf(b, "      records: %d stored of %d sent; %d of them were left in the spill file at exit and stored on restart\n",
-			c.Recorded, c.Sent, c.Spilled)
-	}
-}
-
-func dist(d Dist) string {
-	return fmt.Sprintf("%.2f/%.2f/%.2f/%.1f", d.P50, d.P90, d.P99, d.Max)
-}
-
-func short(commit string) string {
-	if len(commit) > 12 && !strings.HasSuffix(commit, "+dirty") {
-		return commit[:12]
-	}
-	if i := strings.Index(commit, "+"); i > 12 {
-		return commit[:12] + commit[i:]
-	}
-	return commit
 }

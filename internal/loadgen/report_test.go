@@ -1,7 +1,9 @@
 package loadgen
 
 import (
+	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -12,8 +14,8 @@ func TestReportChecks(t *testing.T) {
 			Summary: Summary{Throughput: thr, Errors: errs, Total: Dist{P50: p50, P99: p99}}}
 	}
 	r := &Report{
-		Targets: []TargetInfo{{Key: "a", Name: "upstream"}, {Key: "b", Name: "bare"}, {Key: "c", Name: "orchard"},
-			{Key: "d", Name: "orchard-redis", Skipped: "no redis"}},
+		Targets: []TargetInfo{{Key: "a", Name: "upstream"}, {Key: "b", Name: "bare"}, {Key: "c", Name: "orchard", Path: "plain"},
+			{Key: "d", Name: "orchard-redis", Path: "plain", Skipped: "no redis"}},
 		Cells: []Cell{
 			cell("a", "upstream", 1, 400, 0, 2.0, 5, 0, 0),
 			cell("b", "bare", 1, 380, 1.0, 2.2, 6, 30, 0),
@@ -30,14 +32,14 @@ func TestReportChecks(t *testing.T) {
 		got[c.Target+": "+c.Name] = c.Pass
 	}
 	want := map[string]bool{
-		"upstream: zero errors and truncated streams":          true,
-		"bare: zero errors and truncated streams":              true,
-		"orchard: zero errors and truncated streams":           false,
-		"orchard: 1 client: total p50 within +0.15 ms of bare": true,
-		"orchard: 1 client: total p99 within +1 ms of bare":    false,
-		"orchard: 8 clients: throughput >= 0.9x bare":          true,
-		"orchard: 8 clients: CPU per request <= 1.3x bare":     false,
-		"orchard: 256 streams: peak RSS <= 64 MB":              false,
+		"upstream: zero errors and truncated streams":       true,
+		"bare: zero errors and truncated streams":           true,
+		"orchard: zero errors and truncated streams":        false,
+		"orchard: 1 client: total p50 within +0.15 ms of b": true,
+		"orchard: 1 client: total p99 within +1 ms of b":    false,
+		"orchard: 8 clients: throughput >= 0.9x b":          true,
+		"orchard: 8 clients: CPU per request <= 1.3x b":     false,
+		"orchard: 256 streams: peak RSS <= 64 MB":           false,
 	}
 	for k, w := range want {
 		if g, ok := got[k]; !ok || g != w {
@@ -66,5 +68,83 @@ func TestReadProcSelf(t *testing.T) {
 	}
 	if st.PeakRSS <= 0 || st.RSS <= 0 || st.PeakRSS < st.RSS {
 		t.Errorf("readProc(self) = %+v, want 0 < RSS <= PeakRSS", st)
+	}
+}
+
+// TestTokenPathChecks compares the token path with b+ids (and b), and an
+// orchard target with its baseline twin, which gets no cost checks itself.
+func TestTokenPathChecks(t *testing.T) {
+	cell := func(key string, conc int, thr, cpu, p50, rss float64) Cell {
+		return Cell{Target: key, Key: key, Mode: "closed", Concurrency: conc, ProxyCPU: cpu, PeakRSSMB: rss,
+			Summary: Summary{Throughput: thr, Total: Dist{P50: p50, P99: p50 * 2}}}
+	}
+	r := &Report{
+		Targets: []TargetInfo{{Key: "b", Name: "b"}, {Key: "b+ids", Name: "b+ids"},
+			{Key: "f", Name: "f", Path: "token"}, {Key: "f'", Name: "f'", Path: "token", BaselineOf: "f"}},
+		Cells: []Cell{
+			cell("b", 8, 1000, 1.0, 5, 40), cell("b+ids", 8, 800, 1.2, 6, 50),
+			cell("f", 8, 760, 1.7, 7, 100), // vs b+ids: thr 0.95 ok, cpu 1.417 ok
+			cell("f'", 8, 700, 2.0, 8, 120),
+			cell("b", 256, 1000, 1.0, 5, 60), cell("b+ids", 256, 800, 1.2, 6, 80),
+			cell("f", 256, 700, 1.9, 9, 170), // rss 2.125x b+ids: fail
+			cell("f'", 256, 700, 1.9, 9, 150),
+		},
+	}
+	r.compare()
+	ratios := map[string]Ratio{}
+	for _, ra := range r.Ratios {
+		ratios[fmt.Sprintf("%s/%s@%d", ra.Key, ra.Base, ra.Concurrency)] = ra
+	}
+	for k, want := range map[string]float64{"f/b@8": 0.76, "f/b+ids@8": 0.95, "f/f'@8": 1.086, "f'/b+ids@8": 0.875} {
+		if got := ratios[k].Throughput; got != want {
+			t.Errorf("throughput ratio %s = %v, want %v", k, got, want)
+		}
+	}
+	if _, ok := ratios["f'/f'@8"]; ok || len(r.Ratios) != 10 {
+		t.Errorf("got %d ratios %v, want 10 (f and f' vs b and b+ids, f vs f')", len(r.Ratios), ratios)
+	}
+	got := map[string]bool{}
+	for _, c := range r.Checks {
+		got[c.Target+": "+c.Name] = c.Pass
+	}
+	for k, w := range map[string]bool{
+		"f: 8 clients: throughput >= 0.9x b+ids":      true,
+		"f: 8 clients: CPU per request <= 1.5x b+ids": true,
+		"f: 256 streams: peak RSS <= 2x b+ids":        false,
+	} {
+		if g, ok := got[k]; !ok || g != w {
+			t.Errorf("check %q = %v (present %v), want %v; all: %v", k, g, ok, w, got)
+		}
+	}
+	for k := range got {
+		if strings.HasPrefix(k, "f': ") && !strings.Contains(k, "zero errors") {
+			t.Errorf("baseline twin has a cost check %q", k)
+		}
+	}
+	var b strings.Builder
+	if err := r.WriteTable(&b); err != nil || !strings.Contains(b.String(), "vs b+ids") || !strings.Contains(b.String(), "baseline") {
+		t.Errorf("WriteTable = %v, want blocks vs b+ids and vs the baseline:\n%s", err, b.String())
+	}
+}
+
+func TestGitHeadInWorktree(t *testing.T) {
+	dir := t.TempDir()
+	common := filepath.Join(dir, "main.git")
+	wt := filepath.Join(common, "worktrees", "wt")
+	for _, f := range []struct{ path, body string }{
+		{filepath.Join(common, "refs", "heads", "bench"), "abc123\n"},
+		{filepath.Join(wt, "HEAD"), "ref: refs/heads/bench\n"},
+		{filepath.Join(wt, "commondir"), "../..\n"},
+		{filepath.Join(dir, "tree", ".git"), "gitdir: " + wt + "\n"},
+	} {
+		if err := os.MkdirAll(filepath.Dir(f.path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f.path, []byte(f.body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := gitHead(filepath.Join(dir, "tree")); got != "abc123" {
+		t.Errorf("gitHead(worktree) = %q, want abc123", got)
 	}
 }

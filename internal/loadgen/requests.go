@@ -21,11 +21,18 @@ type requests struct {
 	toolOut   []string // filler of turn j's tool result
 }
 
+// streamTail ends every request body; idsTail also asks for what orchard
+// injects for a vLLM upstream (token ids and logprobs).
+const (
+	streamTail = `,"stream":true,"stream_options":{"include_usage":true}}`
+	idsTail    = `,"stream":true,"stream_options":{"include_usage":true},"return_token_ids":true,"logprobs":true}`
+)
+
 // newRequests sizes the parts so that turn k's body is about promptTarget(k)
 // bytes (for a 24-byte episode id).
 func (s *Scenario) newRequests() *requests {
 	q := &requests{
-		tail: []byte(`],"tools":` + tools + `,"stream":true,"stream_options":{"include_usage":true}}`),
+		tail: []byte(`],"tools":` + tools + streamTail),
 	}
 	const epLen = 24
 	user := len(q.userMsg(nil, string(make([]byte, epLen))))
@@ -39,6 +46,14 @@ func (s *Scenario) newRequests() *requests {
 		q.toolOut = append(q.toolOut, filler(max(64, grow-len(q.assistant[j])-toolMsg), 100+j))
 	}
 	return q
+}
+
+// askingIDs returns q with bodies that ask for token ids and logprobs
+// themselves, as orchard asks a vLLM upstream for them.
+func (q *requests) askingIDs() *requests {
+	c := *q
+	c.tail = []byte(`],"tools":` + tools + idsTail)
+	return &c
 }
 
 // assistantMsg is turn j's answer as the harness sends it back: content and

@@ -39,6 +39,16 @@ type Scenario struct {
 	// events go out as fast as the machine allows, the proxy's worst case.
 	ChunkDelay time.Duration `json:"chunk_delay_ns"`
 	Seed       uint64        `json:"seed"` // picks each turn's chunk count; default 7
+	// NoLogprobs makes the upstream ignore the logprobs request field (as
+	// this benchmark's upstream did before it honoured it), so the token
+	// path carries token ids only; for comparing with earlier results.
+	NoLogprobs bool `json:"no_logprobs,omitempty"`
+}
+
+// variantOf is the rendering the upstream sends for a request with these
+// fields.
+func (s *Scenario) variantOf(usage, tokenIDs, logprobs bool) variant {
+	return variant{usage: usage, tokenIDs: tokenIDs, logprobs: logprobs && !s.NoLogprobs}
 }
 
 // Defaults fills the zero fields of s with their defaults.
@@ -165,6 +175,16 @@ func (s *Scenario) script() *llmtest.Script {
 type variant struct {
 	usage    bool // stream_options.include_usage
 	tokenIDs bool // return_token_ids
+	logprobs bool // logprobs (one entry per token, no top_logprobs)
+}
+
+// variants are every combination of the request fields the upstream honours.
+func variants() []variant {
+	var out []variant
+	for i := range 8 {
+		out = append(out, variant{usage: i&1 != 0, tokenIDs: i&2 != 0, logprobs: i&4 != 0})
+	}
+	return out
 }
 
 // rendered holds every turn's stream, split into events, for each variant.
@@ -181,7 +201,7 @@ func (s *Scenario) render() (*rendered, error) {
 	}
 	defer h.Close()
 	r := &rendered{events: map[variant][][][]byte{}, bodies: map[variant][][]byte{}}
-	for _, v := range []variant{{false, false}, {true, false}, {false, true}, {true, true}} {
+	for _, v := range variants() {
 		for k := range s.Turns {
 			body, err := renderTurn(h, k, v)
 			if err != nil {
@@ -195,8 +215,8 @@ func (s *Scenario) render() (*rendered, error) {
 }
 
 func renderTurn(h *llmtest.Handler, k int, v variant) ([]byte, error) {
-	req := fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"x"}],"stream":true,"stream_options":{"include_usage":%t},"return_token_ids":%t}`,
-		Model, v.usage, v.tokenIDs)
+	req := fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"x"}],"stream":true,"stream_options":{"include_usage":%t},"return_token_ids":%t,"logprobs":%t}`,
+		Model, v.usage, v.tokenIDs, v.logprobs)
 	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(req))
 	r.Header.Set(llmtest.HeaderTurn, strconv.Itoa(k))
 	w := httptest.NewRecorder()

@@ -1,16 +1,13 @@
 package loadgen
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -20,13 +17,18 @@ type Config struct {
 	// Bin is the orchard binary, which serves `proxy` and reads the stores
 	// back. Required.
 	Bin string
+	// BaselineBin, if set, is a second orchard binary (say, built from the
+	// previous commit): every selected orchard target also runs on it, as a
+	// twin keyed with a "'" (c', f'), in the same sweep, right after its
+	// original, so that the two are compared under the same load.
+	BaselineBin string
 	// BenchBin is the orchard-bench binary, which serves `upstream` and
 	// `bare-proxy`. Required.
 	BenchBin string
 	// RedisServer is the redis-server binary; "" looks it up in PATH. Without
 	// one the Redis targets are skipped with a note.
 	RedisServer string
-	// Targets are target keys (a..f) or names; default all.
+	// Targets are target keys (a..f, b+ids) or names; default all.
 	Targets []string
 	// Concurrency is the closed-loop sweep; default 1, 8, 64, 256.
 	Concurrency []int
@@ -116,12 +118,8 @@ func RunSuite(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	s := &suite{cfg: cfg, skipped: map[string]string{}, cells: map[cellKey]*cellRun{},
 		run: "r" + strconv.FormatInt(time.Now().Unix()%1e6, 10)}
-	for _, k := range cfg.Targets {
-		t, ok := targetByKey(k)
-		if !ok {
-			return nil, fmt.Errorf("unknown target %q (want one of %v)", k, TargetKeys())
-		}
-		s.targets = append(s.targets, t)
+	if err := s.selectTargets(); err != nil {
+		return nil, err
 	}
 	started := time.Now()
 	loadStart := loadAvg()
@@ -150,6 +148,43 @@ func RunSuite(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	return s.report(started, loadStart), nil
+}
+
+// selectTargets resolves the configured keys, adding each orchard target's
+// baseline twin after it when there is a baseline binary.
+func (s *suite) selectTargets() error {
+	for _, k := range s.cfg.Targets {
+		t, ok := targetByKey(k)
+		if !ok {
+			return fmt.Errorf("unknown target %q (want one of %v)", k, TargetKeys())
+		}
+		s.targets = append(s.targets, t)
+		if s.cfg.BaselineBin != "" && t.recording() {
+			s.targets = append(s.targets, baselineTwin(t))
+		}
+	}
+	return nil
+}
+
+// target returns the selected target with key k.
+func (s *suite) target(k string) target {
+	for _, t := range s.targets {
+		if t.Key == k {
+			return t
+		}
+	}
+	return target{Key: k, Name: k}
+}
+
+// bin is the binary that runs t's proxy (and reads its store).
+func (s *suite) bin(t target) string {
+	switch {
+	case t.bench:
+		return s.cfg.BenchBin
+	case t.of != "":
+		return s.cfg.BaselineBin
+	}
+	return s.cfg.Bin
 }
 
 func reversed(ts []target) []target {
@@ -275,9 +310,9 @@ func (s *suite) cell(ctx context.Context, t target, key cellKey) {
 	if key.mode == "open" {
 		conns = 1024
 	}
-	c := newClient(base, s.q, s.r, conns)
+	c := newClient(base, s.cfg.Scenario, s.q, s.r, conns, t.ids)
 	load := Load{Concurrency: key.conc, Rate: key.rate, Warmup: s.cfg.Warmup, Duration: s.cfg.Duration,
-		Run: fmt.Sprintf("%s-%s-%s%d", s.run, t.Key, key.mode, key.conc)}
+		Run: fmt.Sprintf("%s-%s-%s%d", s.run, t.slug(), key.mode, key.conc)}
 	if key.mode == "open" {
 		load.Duration = s.cfg.OpenDuration
 	}
@@ -326,96 +361,6 @@ func (s *suite) marker(cr *cellRun, px *proc) func(end bool) {
 	}
 }
 
-// countRecords checks that the stopped proxy recorded every request it
-// was sent, by listing the run's episodes with `orchard episodes list`.
-// Calls the pipeline spilled to its file (store slow or down) reach the
-// store only when a proxy starts on it again; if some are missing, it
-// restarts the proxy once to replay them and counts again.
-func (s *suite) countRecords(ctx context.Context, cr *cellRun, t target, key cellKey, e targetEnv, run string, m *Measurement) {
-	sent := 0
-	for o, n := range m.Outcomes {
-		if Outcome(o) != Dropped {
-			sent += n
-		}
-	}
-	cr.sent += sent
-	got, err := countCalls(ctx, s.cfg.Bin, t.store(e), run)
-	if err == nil && got < sent {
-		var after int
-		if after, err = s.replaySpill(ctx, t, key, e, run, sent); err == nil {
-			cr.spilled += after - got
-			got = after
-		}
-	}
-	if err != nil {
-		cr.notes = append(cr.notes, "count records: "+err.Error())
-		cr.recorded = -1
-		return
-	}
-	if cr.recorded >= 0 {
-		cr.recorded += got
-	}
-}
-
-// replaySpill starts t's proxy again on the same store and spill directory,
-// waits (at most 30s) until the store holds want calls of run, stops it and
-// returns the count.
-func (s *suite) replaySpill(ctx context.Context, t target, key cellKey, e targetEnv, run string, want int) (int, error) {
-	addr, err := freeAddr()
-	if err != nil {
-		return 0, err
-	}
-	e.listen = addr
-	px, err := startProc(ctx, t.Name+"-replay", append([]string{s.cfg.Bin}, t.args(e)...), s.procEnv(t, key), addr, s.work, httpReady)
-	if err != nil {
-		return 0, err
-	}
-	got := 0
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) && got < want && sleep(ctx, 500*time.Millisecond) {
-		if got, err = countCalls(ctx, s.cfg.Bin, t.store(e), run); err != nil {
-			break
-		}
-	}
-	if serr := px.stop(); err == nil {
-		err = serr
-	}
-	if err != nil {
-		return 0, err
-	}
-	return countCalls(ctx, s.cfg.Bin, t.store(e), run)
-}
-
-// countCalls sums the calls of the episodes whose id starts with prefix.
-func countCalls(ctx context.Context, bin string, store []string, prefix string) (int, error) {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, bin, append([]string{"episodes", "list", "--json"}, store...)...)
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return 0, fmt.Errorf("orchard episodes list: %w: %s", err, bytes.TrimSpace(stderr.Bytes()))
-	}
-	n := 0
-	for line := range bytes.SplitSeq(out, []byte("\n")) {
-		if len(bytes.TrimSpace(line)) == 0 {
-			continue
-		}
-		var ep struct {
-			ID    string `json:"id"`
-			Calls int    `json:"calls"`
-		}
-		if err := json.Unmarshal(line, &ep); err != nil {
-			return 0, fmt.Errorf("orchard episodes list: %w", err)
-		}
-		if strings.HasPrefix(ep.ID, prefix+"-") {
-			n += ep.Calls
-		}
-	}
-	return n, nil
-}
-
 // snapshot reads the counters of the proxy (px, nil for the upstream
 // target), the upstream, Redis and this process.
 func (s *suite) snapshot(px *proc) [4]ProcStat {
@@ -449,11 +394,7 @@ func (s *suite) startTarget(ctx context.Context, t target, key cellKey) (string,
 	if s.redis != nil {
 		e.redis = "redis://" + s.redis.addr + "/0"
 	}
-	bin := s.cfg.Bin
-	if t.bench {
-		bin = s.cfg.BenchBin
-	}
-	argv := append([]string{bin}, t.args(e)...)
+	argv := append([]string{s.bin(t)}, t.args(e)...)
 	p, err := startProc(ctx, t.Name, argv, s.procEnv(t, key), addr, s.work, httpReady)
 	if err != nil {
 		return "", nil, targetEnv{}, err

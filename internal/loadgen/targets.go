@@ -1,14 +1,26 @@
 package loadgen
 
-import "os"
+import (
+	"os"
+	"strings"
+)
 
 // target is one system under load.
 type target struct {
-	Key   string // a..f
+	Key   string // a..f, b+ids; a baseline twin adds "'"
 	Name  string
 	Desc  string
 	redis bool // needs the Redis server and a Redis-capable orchard
 	bench bool // args run the orchard-bench binary, not orchard
+	// ids: the client asks for token ids and logprobs itself, as orchard
+	// asks a vLLM upstream (b+ids, the token path's floor).
+	ids bool
+	// tokens: orchard's token path (--upstream-kind vllm), compared with
+	// b+ids as well as with b.
+	tokens bool
+	// of is, for a baseline twin (run by Config.BaselineBin), its
+	// original's key; "" otherwise.
+	of string
 	// args returns the proxy's command line after the binary; nil for the
 	// upstream itself, which is not a separate proxy process.
 	args func(e targetEnv) []string
@@ -38,26 +50,35 @@ func orchardArgs(e targetEnv, extra ...string) []string {
 func embeddedStore(e targetEnv) []string { return []string{"--data", e.data} }
 func redisStore(e targetEnv) []string    { return []string{"--redis", e.redis} }
 
-// targets are the upstream, the bare floor and the orchard proxy on each
+func bareArgs(e targetEnv) []string {
+	return []string{"bare-proxy", "--listen", e.listen, "--upstream", e.upstream}
+}
+
+// orchardTarget is an orchard proxy target: embedded or Redis store, and
+// the upstream kind it is told (always explicit, so that a proxy that
+// detects the kind by default still runs the path the target names).
+func orchardTarget(key, name, desc string, redis bool, kind string) target {
+	store := embeddedStore
+	if redis {
+		store = redisStore
+	}
+	return target{Key: key, Name: name, Desc: desc, redis: redis, tokens: kind == "vllm", store: store,
+		args: func(e targetEnv) []string {
+			return orchardArgs(e, append(store(e), "--upstream-kind", kind)...)
+		}}
+}
+
+// targets are the upstream, the bare floors and the orchard proxy on each
 // store, with and without vLLM token injection.
 var targets = []target{
 	{Key: "a", Name: "upstream", Desc: "the upstream directly"},
-	{Key: "b", Name: "bare", Desc: "httputil.ReverseProxy, FlushInterval -1 (the floor)", bench: true,
-		args: func(e targetEnv) []string {
-			return []string{"bare-proxy", "--listen", e.listen, "--upstream", e.upstream}
-		}},
-	{Key: "c", Name: "orchard", Desc: "orchard proxy, embedded store",
-		args:  func(e targetEnv) []string { return orchardArgs(e, "--data", e.data) },
-		store: embeddedStore},
-	{Key: "d", Name: "orchard-redis", Desc: "orchard proxy, Redis store", redis: true,
-		args:  func(e targetEnv) []string { return orchardArgs(e, "--redis", e.redis) },
-		store: redisStore},
-	{Key: "e", Name: "orchard-redis-vllm", Desc: "(d) with --upstream-kind vllm token injection", redis: true,
-		args:  func(e targetEnv) []string { return orchardArgs(e, "--redis", e.redis, "--upstream-kind", "vllm") },
-		store: redisStore},
-	{Key: "f", Name: "orchard-vllm", Desc: "(c) with --upstream-kind vllm token injection",
-		args:  func(e targetEnv) []string { return orchardArgs(e, "--data", e.data, "--upstream-kind", "vllm") },
-		store: embeddedStore},
+	{Key: "b", Name: "bare", Desc: "httputil.ReverseProxy, FlushInterval -1 (the floor)", bench: true, args: bareArgs},
+	{Key: "b+ids", Name: "bare-ids", Desc: "(b) with a client that asks for token ids and logprobs (the token path's floor)",
+		bench: true, ids: true, args: bareArgs},
+	orchardTarget("c", "orchard", "orchard proxy, embedded store, --upstream-kind openai", false, "openai"),
+	orchardTarget("d", "orchard-redis", "orchard proxy, Redis store, --upstream-kind openai", true, "openai"),
+	orchardTarget("e", "orchard-redis-vllm", "(d) with --upstream-kind vllm token injection", true, "vllm"),
+	orchardTarget("f", "orchard-vllm", "(c) with --upstream-kind vllm token injection", false, "vllm"),
 }
 
 // TargetKeys lists the known target keys in order.
@@ -77,3 +98,21 @@ func targetByKey(k string) (target, bool) {
 	}
 	return target{}, false
 }
+
+// baselineTwin is t run by the baseline binary: key t.Key+"'", name
+// t.Name+"-base".
+func baselineTwin(t target) target {
+	b := t
+	b.Key, b.Name, b.of = t.Key+"'", t.Name+"-base", t.Key
+	b.Desc = "(" + t.Key + ") run by the baseline binary (--baseline-bin)"
+	return b
+}
+
+// slug is t's key as it may appear in an episode id: "b+ids" -> "b_ids",
+// "c'" -> "c_base".
+func (t target) slug() string {
+	return strings.NewReplacer("+", "_", "'", "_base").Replace(t.Key)
+}
+
+// recording reports whether t is an orchard proxy (it records calls).
+func (t target) recording() bool { return t.store != nil }

@@ -15,13 +15,16 @@ import (
 // Upstream is the benchmark's inference server: it answers POST
 // /v1/chat/completions with the scenario's pre-rendered vLLM stream for the
 // request's turn (its count of assistant messages), honouring
-// stream_options.include_usage and return_token_ids, paced by the
-// scenario's delays. Rendering ahead keeps its own CPU cost small, so that
-// on a small machine the proxies under test get the CPU. GET /healthz
-// answers 200. It is safe for concurrent use.
+// stream_options.include_usage, return_token_ids and logprobs, paced by
+// the scenario's delays. Rendering ahead keeps its own CPU cost small, so
+// that on a small machine the proxies under test get the CPU. GET /healthz
+// answers 200, and GET /v1/models lists the model as vLLM does (owned_by
+// "vllm"), so a proxy that detects its upstream's kind finds vLLM. It is
+// safe for concurrent use.
 type Upstream struct {
-	sc Scenario
-	r  *rendered
+	sc     Scenario
+	r      *rendered
+	models []byte // the GET /v1/models body
 }
 
 // NewUpstream renders the scenario's streams.
@@ -34,7 +37,7 @@ func NewUpstream(sc Scenario) (*Upstream, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Upstream{sc: sc, r: r}, nil
+	return &Upstream{sc: sc, r: r, models: modelList(time.Now())}, nil
 }
 
 var assistantRole = []byte(`"role":"assistant"`)
@@ -44,6 +47,10 @@ func (u *Upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method == http.MethodGet && r.URL.Path == "/healthz":
 		w.WriteHeader(http.StatusOK)
+		return
+	case r.Method == http.MethodGet && r.URL.Path == "/v1/models":
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(u.models)
 		return
 	case r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions":
 		http.Error(w, "no route for "+r.Method+" "+r.URL.Path, http.StatusNotFound)
@@ -60,10 +67,8 @@ func (u *Upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	k := min(bytes.Count(b, assistantRole), u.sc.Turns-1)
-	v := variant{
-		usage:    gjson.GetBytes(b, "stream_options.include_usage").Bool(),
-		tokenIDs: gjson.GetBytes(b, "return_token_ids").Bool(),
-	}
+	v := u.sc.variantOf(gjson.GetBytes(b, "stream_options.include_usage").Bool(),
+		gjson.GetBytes(b, "return_token_ids").Bool(), gjson.GetBytes(b, "logprobs").Bool())
 	u.stream(w, r.Context(), u.r.events[v][k])
 }
 
