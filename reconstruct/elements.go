@@ -1,13 +1,12 @@
 package reconstruct
 
 import (
-	"bytes"
-	"encoding/binary"
-	"encoding/json"
-	"strings"
+	"sort"
 
-	"github.com/cespare/xxhash/v2"
 	"github.com/tidwall/gjson"
+
+	"github.com/orchard-rl/orchard/recorder"
+	"github.com/orchard-rl/orchard/recorder/lineage"
 )
 
 // A prompt is read as a list of elements: the top-level instructions (if
@@ -58,72 +57,62 @@ func (e *elements) addSystem(body []byte, path string) {
 	}
 }
 
-// decodeElement decodes element i of a request of api canonically. The
-// instructions element is decoded as a system message.
-func decodeElement(api string, e *elements, i int) (Message, error) {
-	raw := json.RawMessage(e.raw[i])
-	if i == 0 && e.hasSys {
-		if s, ok := jsonString(raw); ok {
-			return Message{Role: "system", Form: FormString, Parts: []Part{{Kind: KindText, Text: s}}}, nil
-		}
-		form, parts, err := decodeContent(raw, true, decodeAnthropicBlock)
-		return Message{Role: "system", Form: form, Parts: parts}, err
+// messageUnits returns the lineage package's message units of c: one per
+// element of els (0 for the instructions element and for items that make
+// none), and those of its output. units is nil when they do not line up
+// with els.
+func messageUnits(c *recorder.Call, els *elements) (units, out []uint64) {
+	prompt, out, ok := lineage.Units(c.API, c.Request, c.Response)
+	if !ok {
+		return nil, nil
 	}
-	switch api {
-	case apiChat:
-		return decodeChatMessage(raw)
-	case apiMessages:
-		return decodeAnthropicMessage(raw)
-	case apiResponses:
-		if s, ok := jsonString(raw); ok {
-			return Message{Role: "user", Form: FormString, Parts: []Part{{Kind: KindText, Text: s}}}, nil
-		}
-		return decodeResponsesItem(raw)
+	if els.hasSys {
+		prompt = append([]uint64{0}, prompt...)
 	}
-	return Message{}, ErrUnsupportedAPI
+	if len(prompt) != len(els.raw) {
+		return nil, out
+	}
+	return prompt, out
 }
 
-// contentKey identifies what a message says, ignoring how it was written:
-// ids of items, content forms, empty text, and reasoning (harnesses drop or
-// re-render it; token ids still catch that, see tokens.go). ok is false
-// when nothing remains, i.e. the message is reasoning only or empty.
-func contentKey(m *Message) (key uint64, ok bool) {
-	d := xxhash.New()
-	d.WriteString(m.Role)
-	for i := range m.Parts {
-		p := &m.Parts[i]
-		if p.Kind == KindReasoning || (p.Kind == KindText && p.Text == "") {
-			continue
-		}
-		ok = true
-		d.Write([]byte{0, byte(p.Kind)})
-		switch p.Kind {
-		case KindText:
-			d.WriteString(p.Text)
-		case KindImage:
-			d.WriteString(p.URL)
-		case KindToolCall:
-			d.WriteString(p.CallID + "\x00" + p.Name + "\x00" + compactJSON(p.Args))
-		case KindToolResult:
-			d.WriteString(p.CallID)
-			sub := Message{Parts: p.Output}
-			k, _ := contentKey(&sub)
-			binary.Write(d, binary.LittleEndian, k)
-		default:
-			d.WriteString(p.Type)
+// rank returns, for each j in 0..len(units), how many of units[:j] are
+// units (not 0).
+func rank(units []uint64) []int {
+	if units == nil {
+		return nil
+	}
+	r := make([]int, len(units)+1)
+	for j, u := range units {
+		r[j+1] = r[j]
+		if u != 0 {
+			r[j+1]++
 		}
 	}
-	return d.Sum64(), ok
+	return r
 }
 
-// compactJSON returns s without insignificant white space when s is JSON.
-func compactJSON(s string) string {
-	if !strings.ContainsAny(s, " \n\t\r") {
-		return s
+// slotIn locates c's completion in the prompt of last, a later call of
+// its segment: past as many message units as c's prompt has, the units of
+// c's output, in order; items that make no unit (reasoning) in between
+// belong to the slot. When they are not there, the slot starts after c's
+// elements and end is -1.
+func slotIn(c, last *callState) (start, end int) {
+	if c.units == nil || last.units == nil {
+		return len(c.els.raw), -1
 	}
-	var b bytes.Buffer
-	if json.Compact(&b, []byte(s)) != nil {
-		return s
+	k := sort.SearchInts(last.rank, c.rank[len(c.units)])
+	if last.els.hasSys {
+		k = max(k, 1)
 	}
-	return b.String()
+	j := k
+	for _, u := range c.out {
+		for j < len(last.units) && last.units[j] == 0 {
+			j++
+		}
+		if j == len(last.units) || last.units[j] != u {
+			return len(c.els.raw), -1
+		}
+		j++
+	}
+	return k, j
 }

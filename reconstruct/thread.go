@@ -28,7 +28,9 @@ type callState struct {
 	call   *recorder.Call
 	els    elements
 	comp   []Message        // generated messages; nil when unusable
-	keys   []uint64         // content keys of comp's non-empty messages
+	units  []uint64         // message unit of each element of els; nil when unknown
+	rank   []int            // rank[j]: elements of els.raw[:j] that make a unit
+	out    []uint64         // message units of the completion
 	reason string           // why the call is unusable; "" when usable
 	lin    recorder.Lineage // as the lineage package classifies the call
 	kind   string           // lineage kind the call is placed by
@@ -37,9 +39,6 @@ type callState struct {
 	turn   int // index in seg.calls, or -1 (set by newEpisode)
 	// retriedBy is the later attempt that replaced this call, or -1.
 	retriedBy int
-	// slotStart/slotEnd locate this call's completion in the next prompt
-	// of its segment (element indices); slotEnd is -1 when not matched.
-	slotStart, slotEnd int
 }
 
 // usable reports whether the call produced a completion to train on.
@@ -79,7 +78,7 @@ type threader struct {
 
 // newCallState reads one call; an unusable call keeps its reason.
 func newCallState(c *recorder.Call) *callState {
-	cs := &callState{call: c, parent: -1, retriedBy: -1, slotEnd: -1, turn: -1}
+	cs := &callState{call: c, parent: -1, retriedBy: -1, turn: -1}
 	switch {
 	case !Supported(c.API):
 		cs.reason = "unsupported_api"
@@ -105,11 +104,8 @@ func newCallState(c *recorder.Call) *callState {
 			return cs
 		}
 		cs.comp = comp
-		for i := range comp {
-			if k, ok := contentKey(&comp[i]); ok {
-				cs.keys = append(cs.keys, k)
-			}
-		}
+		cs.units, cs.out = messageUnits(c, &cs.els)
+		cs.rank = rank(cs.units)
 	}
 	return cs
 }
@@ -193,35 +189,6 @@ func continues(kind string) bool {
 	return false
 }
 
-// matchSlot reports whether prompt elements from start hold, in order,
-// messages with the content keys want (an earlier call's completion),
-// skipping assistant elements that are empty or reasoning only. end is one
-// past the slot, or, when !ok, one past the last element read.
-func matchSlot(api string, e *elements, start int, want []uint64) (end int, ok bool) {
-	j := start
-	for _, k := range want {
-		for {
-			if j >= len(e.raw) {
-				return j, false
-			}
-			m, err := decodeElement(api, e, j)
-			j++
-			if err != nil {
-				return j, false
-			}
-			got, nonEmpty := contentKey(&m)
-			if !nonEmpty && m.Role == "assistant" {
-				continue
-			}
-			if got != k {
-				return j, false
-			}
-			break
-		}
-	}
-	return j, true
-}
-
 // extend appends call i after prev: to prev's segment when prev is its
 // last call, else to a new fork of it.
 func (t *threader) extend(i, prev int, kind string) {
@@ -261,7 +228,6 @@ func (t *threader) placeByLineage(i int, l recorder.Lineage) {
 	}
 	switch l.Kind {
 	case recorder.LineageExtend, recorder.LineageRetokenized, recorder.LineageTemplateRewrite:
-		t.slot(i, prev)
 		t.extend(i, prev, l.Kind)
 	case recorder.LineageRetry:
 		t.retry(i, prev)
@@ -286,24 +252,6 @@ func (t *threader) startSegment(i int, kind string) {
 	}
 	t.calls[i].kind = kind
 	t.add(t.newSegment(seg, parent), i)
-}
-
-// slot locates prev's completion in the prompt of call i, which continues
-// it: right after prev's prompt, where the lineage package found prev's
-// prompt and output. When the messages there are not prev's completion,
-// the slot starts at the same place and its end is left open.
-func (t *threader) slot(i, prev int) {
-	cs, pc := t.calls[i], t.calls[prev]
-	k := len(pc.els.raw)
-	pc.slotStart, pc.slotEnd = k, -1
-	if k > len(cs.els.raw) {
-		return
-	}
-	end, ok := matchSlot(cs.call.API, &cs.els, k, pc.keys)
-	t.ops += 1 + end - k
-	if ok {
-		pc.slotEnd = end
-	}
 }
 
 func (t *threader) newSegment(kind string, parent *segment) *segment {
