@@ -28,9 +28,7 @@ type callState struct {
 	call   *recorder.Call
 	els    elements
 	comp   []Message        // generated messages; nil when unusable
-	units  []uint64         // message unit of each element of els; nil when unknown
-	rank   []int            // rank[j]: elements of els.raw[:j] that make a unit
-	out    []uint64         // message units of the completion
+	out    []uint64         // message units of the completion (lineage.Output)
 	reason string           // why the call is unusable; "" when usable
 	lin    recorder.Lineage // as the lineage package classifies the call
 	kind   string           // lineage kind the call is placed by
@@ -104,8 +102,7 @@ func newCallState(c *recorder.Call) *callState {
 			return cs
 		}
 		cs.comp = comp
-		cs.units, cs.out = messageUnits(c, &cs.els)
-		cs.rank = rank(cs.units)
+		cs.out = lineage.Output(c.API, c.Response)
 	}
 	return cs
 }

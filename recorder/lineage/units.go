@@ -1,55 +1,53 @@
 package lineage
 
 import (
+	"unsafe"
+
 	"github.com/tidwall/gjson"
 
 	"github.com/orchard-rl/orchard/recorder"
 )
 
-// Units returns the canonical message units of a call of api
-// (chat.completions, responses or messages), as classification compares
-// them: prompt has one unit per message or input item of the request, in
-// order, 0 for an item that makes none (a reasoning item); out has the
-// units of the output a thread keeps (choice 0's message, the non-reasoning
-// output items, the message). The header unit (tools, instructions,
-// system) is in neither. Two items with the same unit say the same thing
-// to the model, however the harness wrote them. ok is false for other APIs
-// and for a request that is not a JSON object.
-func Units(api string, req, resp []byte) (prompt, out []uint64, ok bool) {
+// Item is one message or input item of a request, as the harness sent it,
+// with the canonical unit classification compares it by. Two items with
+// the same unit say the same thing to the model, however the harness
+// wrote them (key order, ids, content form, cache_control, reasoning).
+type Item struct {
+	Raw  []byte // its JSON, sharing the request body's memory
+	Unit uint64 // 0 when it makes no unit (a reasoning item)
+}
+
+// Items returns the message items of a request of api (chat.completions,
+// responses or messages) in order: the messages, or the input items of
+// the responses API, where a string input is one user message. What the
+// API keeps outside that list (tools, instructions, system) is not an
+// item. ok is false for other APIs and for a request that is not a JSON
+// object.
+func Items(api string, req []byte) (items []Item, ok bool) {
 	f := itemUnit(api)
 	r := gjson.Parse(transient(req))
 	if f == nil || !r.IsObject() {
-		return nil, nil, false
+		return nil, false
 	}
 	q := parseRequest(r)
 	list := q.messages
 	if api == recorder.APIResponses {
 		list = q.input
 		if list.Type == gjson.String {
-			prompt = append(prompt, responsesMessage("user", list))
+			return []Item{{Raw: rawIn(req, list.Raw), Unit: responsesMessage("user", list)}}, true
 		}
 	}
-	eachElem(list, func(m gjson.Result) { prompt = append(prompt, f(m)) })
-	return prompt, outputUnits(api, gjson.Parse(transient(resp))), true
+	eachElem(list, func(m gjson.Result) {
+		items = append(items, Item{Raw: rawIn(req, m.Raw), Unit: f(m)})
+	})
+	return items, true
 }
 
-// itemUnit returns the unit of one request message or input item of api,
-// or nil when api has no message units.
-func itemUnit(api string) func(gjson.Result) uint64 {
-	switch api {
-	case recorder.APIChatCompletions:
-		return chatMessage
-	case recorder.APIResponses:
-		return responsesItem
-	case recorder.APIMessages:
-		return anthropicRequestMessage
-	}
-	return nil
-}
-
-// outputUnits returns the units of the output a thread keeps of a
-// response object of api.
-func outputUnits(api string, out gjson.Result) []uint64 {
+// Output returns the units of the output a thread keeps of a response
+// object of api: choice 0's message (chat.completions), the output items
+// but reasoning (responses), the message (messages).
+func Output(api string, resp []byte) []uint64 {
+	out := gjson.Parse(transient(resp))
 	switch api {
 	case recorder.APIChatCompletions:
 		var us []uint64
@@ -73,4 +71,31 @@ func outputUnits(api string, out gjson.Result) []uint64 {
 		}
 	}
 	return nil
+}
+
+// itemUnit returns the unit of one request message or input item of api,
+// or nil when api has no message units.
+func itemUnit(api string) func(gjson.Result) uint64 {
+	switch api {
+	case recorder.APIChatCompletions:
+		return chatMessage
+	case recorder.APIResponses:
+		return responsesItem
+	case recorder.APIMessages:
+		return anthropicRequestMessage
+	}
+	return nil
+}
+
+// rawIn returns s, a value gjson found in transient(b), as the bytes of b
+// it occupies, or as a copy when it is not within b.
+func rawIn(b []byte, s string) []byte {
+	if len(s) == 0 || len(b) == 0 {
+		return []byte(s)
+	}
+	off := int(uintptr(unsafe.Pointer(unsafe.StringData(s))) - uintptr(unsafe.Pointer(unsafe.SliceData(b))))
+	if off < 0 || off+len(s) > len(b) {
+		return []byte(s)
+	}
+	return b[off : off+len(s) : off+len(s)]
 }

@@ -6,59 +6,65 @@ import (
 	"github.com/orchard-rl/orchard/recorder"
 )
 
-// TestUnits: the output of a call and its echo in the next request have
-// the same units however the harness re-wrote them (key order, ids,
-// content form, reasoning), and differ from the other items.
-func TestUnits(t *testing.T) {
+// TestItems: the output of a call and its echo in the next request have
+// the same unit however the harness re-wrote it (key order, ids, content
+// form, reasoning), and a different one from the other items; each item's
+// Raw is its JSON within the request.
+func TestItems(t *testing.T) {
 	tests := []struct {
 		api, resp, next string
-		want            []bool // per prompt item of next: does it equal out[k], in order
+		raws            []string // Raw of each item of next
+		echo            int      // the item of next that echoes resp's output
 	}{
 		{recorder.APIChatCompletions,
 			`{"choices":[{"index":1,"message":{"role":"assistant","content":"no"}},{"index":0,"message":{"role":"assistant","content":"hi","reasoning_content":"r"}}]}`,
-			`{"messages":[{"role":"user","content":"q"},{"content":[{"type":"text","text":"hi"}],"role":"assistant"}]}`,
-			[]bool{false, true}},
+			`{"messages":[{"role":"user","content":"q"}, {"content":[{"type":"text","text":"hi"}],"role":"assistant"}]}`,
+			[]string{`{"role":"user","content":"q"}`, `{"content":[{"type":"text","text":"hi"}],"role":"assistant"}`}, 1},
 		{recorder.APIResponses,
 			`{"output":[{"type":"reasoning","id":"rs_1"},{"type":"function_call","id":"fc_1","call_id":"c1","name":"f","arguments":"{\"a\": 1}"}]}`,
 			`{"input":[{"role":"user","content":"q"},{"type":"reasoning","id":"rs_1"},{"type":"function_call","call_id":"c1","name":"f","arguments":"{\"a\":1}"}]}`,
-			[]bool{false, false, true}},
+			[]string{`{"role":"user","content":"q"}`, `{"type":"reasoning","id":"rs_1"}`, `{"type":"function_call","call_id":"c1","name":"f","arguments":"{\"a\":1}"}`}, 2},
 		{recorder.APIMessages,
 			`{"role":"assistant","content":[{"type":"thinking","thinking":"t"},{"type":"text","text":"hi"}]}`,
 			`{"system":"s","messages":[{"role":"user","content":"q"},{"role":"assistant","content":"hi"}]}`,
-			[]bool{false, true}},
+			[]string{`{"role":"user","content":"q"}`, `{"role":"assistant","content":"hi"}`}, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.api, func(t *testing.T) {
-			_, out, ok := Units(tt.api, []byte(`{}`), []byte(tt.resp))
-			if !ok || len(out) != 1 {
-				t.Fatalf("Units(response) = %v, %v; want one unit", out, ok)
+			out := Output(tt.api, []byte(tt.resp))
+			if len(out) != 1 {
+				t.Fatalf("Output = %v, want one unit", out)
 			}
-			prompt, _, ok := Units(tt.api, []byte(tt.next), nil)
-			if !ok || len(prompt) != len(tt.want) {
-				t.Fatalf("Units(request) = %v, %v; want %d units", prompt, ok, len(tt.want))
+			items, ok := Items(tt.api, []byte(tt.next))
+			if !ok || len(items) != len(tt.raws) {
+				t.Fatalf("Items = %d items, %v; want %d", len(items), ok, len(tt.raws))
 			}
-			for i, w := range tt.want {
-				if got := prompt[i] == out[0]; got != w {
-					t.Errorf("prompt unit %d equals the output: %v, want %v", i, got, w)
+			for i, it := range items {
+				if string(it.Raw) != tt.raws[i] {
+					t.Errorf("item %d Raw = %s, want %s", i, it.Raw, tt.raws[i])
+				}
+				if echo := it.Unit == out[0]; echo != (i == tt.echo) {
+					t.Errorf("item %d has the output's unit: %v, want %v", i, echo, i == tt.echo)
 				}
 			}
 		})
 	}
 }
 
-// TestUnitsReasoningItem: a reasoning input item makes no unit (0), and
-// APIs without messages, or requests that are not objects, have none.
-func TestUnitsReasoningItem(t *testing.T) {
-	prompt, _, _ := Units(recorder.APIResponses, []byte(`{"input":[{"type":"reasoning"},"x"]}`), nil)
-	if len(prompt) != 2 || prompt[0] != 0 || prompt[1] == 0 {
-		t.Errorf("prompt units = %v, want [0, nonzero]", prompt)
+// TestItemsWithoutUnits: a reasoning input item makes no unit (0), a
+// string input is one item, and APIs without messages, or requests that
+// are not objects, have no items.
+func TestItemsWithoutUnits(t *testing.T) {
+	items, _ := Items(recorder.APIResponses, []byte(`{"input":[{"type":"reasoning"},"x"]}`))
+	if len(items) != 2 || items[0].Unit != 0 || items[1].Unit == 0 {
+		t.Errorf("items = %+v, want units [0, nonzero]", items)
 	}
-	if s, _, _ := Units(recorder.APIResponses, []byte(`{"input":"hi"}`), nil); len(s) != 1 || s[0] == 0 {
-		t.Errorf("string input units = %v, want one", s)
+	if s, _ := Items(recorder.APIResponses, []byte(`{"input":"hi"}`)); len(s) != 1 || s[0].Unit == 0 || string(s[0].Raw) != `"hi"` {
+		t.Errorf("string input items = %+v, want one", s)
 	}
 	for _, c := range [][2]string{{recorder.APICompletions, `{"prompt":"p"}`}, {recorder.APIChatCompletions, `[]`}} {
-		if _, _, ok := Units(c[0], []byte(c[1]), nil); ok {
-			t.Errorf("Units(%s, %s) ok, want not", c[0], c[1])
+		if _, ok := Items(c[0], []byte(c[1])); ok {
+			t.Errorf("Items(%s, %s) ok, want not", c[0], c[1])
 		}
 	}
 }
