@@ -1,8 +1,6 @@
 package lineage
 
 import (
-	"unsafe"
-
 	"github.com/tidwall/gjson"
 
 	"github.com/orchard-rl/orchard/recorder"
@@ -34,11 +32,11 @@ func Items(api string, req []byte) (items []Item, ok bool) {
 	if api == recorder.APIResponses {
 		list = q.input
 		if list.Type == gjson.String {
-			return []Item{{Raw: rawIn(req, list.Raw), Unit: responsesMessage("user", list)}}, true
+			return []Item{{Raw: rawIn(req, list), Unit: responsesMessage("user", list)}}, true
 		}
 	}
 	eachElem(list, func(m gjson.Result) {
-		items = append(items, Item{Raw: rawIn(req, m.Raw), Unit: f(m)})
+		items = append(items, Item{Raw: rawIn(req, m), Unit: f(m)})
 	})
 	return items, true
 }
@@ -87,15 +85,12 @@ func itemUnit(api string) func(gjson.Result) uint64 {
 	return nil
 }
 
-// rawIn returns s, a value gjson found in transient(b), as the bytes of b
-// it occupies, or as a copy when it is not within b.
-func rawIn(b []byte, s string) []byte {
-	if len(s) == 0 || len(b) == 0 {
-		return []byte(s)
+// rawIn returns v, a value gjson found in b, as the bytes of b it
+// occupies, or as a copy when gjson does not know where it is.
+func rawIn(b []byte, v gjson.Result) []byte {
+	i, n := v.Index, len(v.Raw)
+	if i <= 0 || i+n > len(b) || string(b[i:i+n]) != v.Raw {
+		return []byte(v.Raw)
 	}
-	off := int(uintptr(unsafe.Pointer(unsafe.StringData(s))) - uintptr(unsafe.Pointer(unsafe.SliceData(b))))
-	if off < 0 || off+len(s) > len(b) {
-		return []byte(s)
-	}
-	return b[off : off+len(s) : off+len(s)]
+	return b[i : i+n : i+n]
 }

@@ -35,11 +35,15 @@ func TestItems(t *testing.T) {
 			if len(out) != 1 {
 				t.Fatalf("Output = %v, want one unit", out)
 			}
-			items, ok := Items(tt.api, []byte(tt.next))
+			next := []byte(tt.next)
+			items, ok := Items(tt.api, next)
 			if !ok || len(items) != len(tt.raws) {
 				t.Fatalf("Items = %d items, %v; want %d", len(items), ok, len(tt.raws))
 			}
 			for i, it := range items {
+				if !sharesMemory(it.Raw, next) {
+					t.Errorf("item %d Raw is a copy, want it within the request", i)
+				}
 				if string(it.Raw) != tt.raws[i] {
 					t.Errorf("item %d Raw = %s, want %s", i, it.Raw, tt.raws[i])
 				}
@@ -67,4 +71,14 @@ func TestItemsWithoutUnits(t *testing.T) {
 			t.Errorf("Items(%s, %s) ok, want not", c[0], c[1])
 		}
 	}
+}
+
+// sharesMemory reports whether sub lies within b.
+func sharesMemory(sub, b []byte) bool {
+	for i := range len(b) - len(sub) + 1 {
+		if len(sub) > 0 && &b[i] == &sub[0] {
+			return true
+		}
+	}
+	return false
 }
