@@ -67,9 +67,9 @@ type threader struct {
 	calls []*callState
 	segs  []*segment
 	byID  map[string]int // call id -> first call with it
-	// ops counts the work placing calls took (lineage steps, elements
-	// decoded, segments scanned), so that tests can check it grows
-	// linearly with the episode (see linear_test.go); the lineage
+	// ops counts the work placing calls took (calls, steps back through
+	// unusable parents, segments scanned), so that tests can check it
+	// grows linearly with the episode (see linear_test.go); the lineage
 	// package tests its own.
 	ops int
 }
