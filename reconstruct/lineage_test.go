@@ -1,37 +1,15 @@
 package reconstruct
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/orchard-rl/orchard/recorder"
 	"github.com/orchard-rl/orchard/recorder/lineage"
+	"github.com/orchard-rl/orchard/recorder/storetest"
 )
-
-// readCalls reads a file of orchard.call/v1 lines.
-func readCalls(t *testing.T, path string) []*recorder.Call {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var calls []*recorder.Call
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(nil, 16<<20)
-	for sc.Scan() {
-		c := new(recorder.Call)
-		if err := json.Unmarshal(sc.Bytes(), c); err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		calls = append(calls, c)
-	}
-	return calls
-}
 
 // TestTurnsFollowLineage exports every episode of the lineage package's
 // drift corpus as turns: each usable call whose parent is usable has the
@@ -44,7 +22,7 @@ func TestTurnsFollowLineage(t *testing.T) {
 		t.Fatal("no lineage corpus")
 	}
 	for _, f := range files {
-		calls := readCalls(t, f)
+		calls := storetest.ReadCallsFile(t, f)
 		id := strings.TrimSuffix(filepath.Base(f), ".jsonl")
 		want := map[string]recorder.Lineage{}
 		for i, l := range lineage.Classify(calls) {
