@@ -142,9 +142,11 @@ func TestDriftActions(t *testing.T) {
 	}
 }
 
-// TestRecordedLineageWins gives calls a recorded lineage that contradicts
-// their prompts: the recorded fork is followed.
-func TestRecordedLineageWins(t *testing.T) {
+// TestLineageClassifiedOnRead gives a call a recorded lineage that
+// contradicts its prompt, as a proxy replica that saw only part of the
+// episode would record: reconstruct classifies the stored episode itself,
+// so the call still continues the one thread.
+func TestLineageClassifiedOnRead(t *testing.T) {
 	t.Parallel()
 	s := newSim(apiChat, "ep", 9, false)
 	th := s.newThread("sys", "bash")
@@ -154,14 +156,14 @@ func TestRecordedLineageWins(t *testing.T) {
 	src := newMemSource()
 	src.add(recorder.Episode{ID: "ep"}, s.calls)
 	lines, _ := exportLines(t, src, Options{})
-	if len(lines) != 2 {
-		t.Fatalf("got %d segments, want 2", len(lines))
+	if len(lines) != 1 {
+		t.Fatalf("got %d segments, want 1", len(lines))
 	}
 	var tr Trajectory
-	if err := json.Unmarshal(lines[1], &tr); err != nil {
+	if err := json.Unmarshal(lines[0], &tr); err != nil {
 		t.Fatal(err)
 	}
-	if tr.Lineage.Kind != SegmentFork || tr.Lineage.ParentSegment == nil || *tr.Lineage.ParentSegment != 0 {
-		t.Errorf("segment 1 lineage = %+v, want fork of 0", tr.Lineage)
+	if tr.Lineage.Kind != SegmentRoot || len(tr.Lineage.Calls) != len(s.calls) {
+		t.Errorf("segment 0 lineage = %+v, want a root of all %d calls", tr.Lineage, len(s.calls))
 	}
 }

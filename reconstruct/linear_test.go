@@ -10,8 +10,9 @@ import (
 
 // Export must be linear: doubling an episode's turns at most about doubles the
 // reconstruction time. Tests here may not time anything, so the tests in
-// this file count work instead: the comparisons threading makes
-// (Stats.threadOps), per stored byte of the episode (Stats.Bytes).
+// this file count work instead: the steps placing calls in segments takes
+// (Stats.threadOps), per stored byte of the episode (Stats.Bytes). The
+// lineage package, which classifies the calls, tests its own work.
 
 // linearTurns are the episode lengths compared, each twice the last.
 // Stored bytes grow about 3.5x per doubling (each call resends the
@@ -114,8 +115,8 @@ func TestThreadingLinear(t *testing.T) {
 
 // TestThreadingLinearCanFail shows that checkLinear catches quadratic
 // threading: comparing each prompt with every earlier prompt message by
-// message, the approach the hash chains replace, fails it on the same
-// episodes.
+// message, the approach the lineage package's hash chains replace, fails
+// it on the same episodes.
 func TestThreadingLinearCanFail(t *testing.T) {
 	samples := measure(t, apiChat, func(calls []*callState, _ *Stats) int { return quadraticOps(calls) })
 	if err := checkLinear(samples); err == nil {

@@ -213,7 +213,7 @@ func (e *episode) messagesView(s *segment, conv *Conversation) ([]viewMsg, error
 	pos := 0
 	for j, ci := range s.calls[:len(s.calls)-1] {
 		c := e.calls[ci]
-		start, end := c.slotStart, c.slotEnd
+		start, end := slotIn(c, last)
 		if end < 0 {
 			for end = start; end < len(canon) && canon[end].Role == "assistant"; end++ {
 			}

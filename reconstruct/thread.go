@@ -4,20 +4,20 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"math/bits"
 	"slices"
-	"strings"
 
 	"github.com/tidwall/gjson"
 
 	"github.com/orchard-rl/orchard/recorder"
+	"github.com/orchard-rl/orchard/recorder/lineage"
 )
 
-// Segment kinds: how a segment starts relative to its parent.
+// Segment kinds: how a segment starts relative to its parent. The lineage
+// of its first call decides it (docs/token-fidelity.md defines the kinds).
 const (
 	SegmentRoot      = "root"      // the first thread of an episode
 	SegmentFork      = "fork"      // a new thread (subagent, side call, branch) while the parent goes on
-	SegmentCompacted = "compacted" // history replaced by a summary; the parent does not go on
+	SegmentCompacted = "compacted" // history replaced by a summary
 	SegmentEdited    = "edited"    // history changed by the harness
 	SegmentRetry     = "retry"     // a retry of a call that was not its segment's last
 	SegmentDrift     = "drift"     // split off at a token drift (--on-drift split)
@@ -27,18 +27,16 @@ const (
 type callState struct {
 	call   *recorder.Call
 	els    elements
-	comp   []Message // generated messages; nil when unusable
-	keys   []uint64  // content keys of comp's non-empty messages
-	reason string    // why the call is unusable; "" when usable
-	kind   string    // lineage kind (recorded, or inferred here)
-	parent int       // call this one continues or retries, or -1
+	comp   []Message        // generated messages; nil when unusable
+	out    []uint64         // message units of the completion (lineage.Output)
+	reason string           // why the call is unusable; "" when usable
+	lin    recorder.Lineage // as the lineage package classifies the call
+	kind   string           // lineage kind the call is placed by
+	parent int              // call this one continues or retries, or -1
 	seg    *segment
 	turn   int // index in seg.calls, or -1 (set by newEpisode)
 	// retriedBy is the later attempt that replaced this call, or -1.
 	retriedBy int
-	// slotStart/slotEnd locate this call's completion in the next prompt
-	// of its segment (element indices); slotEnd is -1 when not matched.
-	slotStart, slotEnd int
 }
 
 // usable reports whether the call produced a completion to train on.
@@ -46,18 +44,15 @@ func (c *callState) usable() bool { return c.reason == "" }
 
 // segment is a run of calls whose prompts extend each other.
 type segment struct {
-	id      int // final index, set by numberSegments
-	parent  *segment
-	kind    string
-	calls   []int // indices of final attempts, in order
-	retried []int // superseded attempts
-	drift   *Drift
-	dropped bool // --on-drift drop removed it
-	// splitFrom marks a provisional kind: fork or compacted is decided
-	// after the episode, by whether the parent went on (see resolveSplits).
-	provisional bool
-	lastOrder   int // order of the last call added
-	firstOrder  int
+	id         int // final index, set by numberSegments
+	parent     *segment
+	kind       string
+	calls      []int // indices of final attempts, in order
+	retried    []int // superseded attempts
+	drift      *Drift
+	dropped    bool // --on-drift drop removed it
+	lastOrder  int  // order of the last call added
+	firstOrder int
 }
 
 // Drift describes a token break that ended or dropped a segment.
@@ -71,17 +66,17 @@ type Drift struct {
 type threader struct {
 	calls []*callState
 	segs  []*segment
-	tips  map[uint64][]int // full-prompt chain hash -> calls with that prompt
-	byID  map[string]int
-	// ops counts the comparisons threading made (hash lookups, chain
-	// probes, elements decoded, segments scanned), so that tests can
-	// check it grows linearly with the episode (see linear_test.go).
+	byID  map[string]int // call id -> first call with it
+	// ops counts the work placing calls took (calls, steps back through
+	// unusable parents, segments scanned), so that tests can check it
+	// grows linearly with the episode (see linear_test.go); the lineage
+	// package tests its own.
 	ops int
 }
 
 // newCallState reads one call; an unusable call keeps its reason.
 func newCallState(c *recorder.Call) *callState {
-	cs := &callState{call: c, parent: -1, retriedBy: -1, slotEnd: -1, turn: -1}
+	cs := &callState{call: c, parent: -1, retriedBy: -1, turn: -1}
 	switch {
 	case !Supported(c.API):
 		cs.reason = "unsupported_api"
@@ -107,11 +102,7 @@ func newCallState(c *recorder.Call) *callState {
 			return cs
 		}
 		cs.comp = comp
-		for i := range comp {
-			if k, ok := contentKey(&comp[i]); ok {
-				cs.keys = append(cs.keys, k)
-			}
-		}
+		cs.out = lineage.Output(c.API, c.Response)
 	}
 	return cs
 }
@@ -143,95 +134,56 @@ func finished(api string, response []byte) bool {
 }
 
 // thread assigns every usable call of calls (in arrival order) to a
-// segment. Recorded lineage wins; calls without it are placed by prefix
-// hash chains. ops is the work it did (see threader.ops).
+// segment by the lineage the lineage package classifies for the episode:
+// the same classification the proxy records at call time, computed here
+// over the whole stored episode so that it does not depend on which
+// replica saw which call. ops is the work it did (see threader.ops).
 func thread(calls []*callState) (segs []*segment, ops int) {
-	t := &threader{calls: calls, tips: map[uint64][]int{}, byID: map[string]int{}}
+	recs := make([]*recorder.Call, len(calls))
 	for i, cs := range calls {
+		recs[i] = cs.call
+	}
+	t := &threader{calls: calls, byID: map[string]int{}}
+	for i, l := range lineage.Classify(recs) {
 		t.ops++
-		t.byID[cs.call.CallID] = i
-		if cs.els.chain == nil {
-			continue
+		cs := calls[i]
+		cs.lin = l
+		if _, seen := t.byID[cs.call.CallID]; !seen {
+			t.byID[cs.call.CallID] = i
 		}
 		if cs.usable() {
-			switch l := cs.call.Lineage; {
-			case l != nil && l.Kind != "":
-				t.placeByLineage(i, l)
-			case cs.call.API == apiCompletions:
-				t.inferText(i)
-			default:
-				t.infer(i)
-			}
+			t.placeByLineage(i, t.lineageOf(i))
 		}
-		full := cs.els.chain[len(cs.els.raw)]
-		t.tips[full] = append(t.tips[full], i)
 	}
-	t.resolveSplits()
 	return t.segs, t.ops
 }
 
-// infer places call i by its prompt: the longest earlier prompt it
-// extends with that call's completion, else an identical prompt (retry),
-// else the segment it shares most history with.
-func (t *threader) infer(i int) {
-	cs := t.calls[i]
-	n := len(cs.els.raw)
-	t.ops++
-	for _, prev := range slices.Backward(t.tips[cs.els.chain[n]]) {
+// lineageOf returns the lineage call i is placed by: its own, or, while
+// its parent produced nothing to train on and i retries or continues it,
+// that parent's. A retry replaces the attempt it repeats.
+func (t *threader) lineageOf(i int) recorder.Lineage {
+	l := t.calls[i].lin
+	for {
 		t.ops++
-		if t.calls[prev].usable() {
-			t.retry(i, prev)
-			return
+		prev, ok := t.byID[l.ParentCallID]
+		if !ok || prev >= i || t.calls[prev].usable() || !continues(l.Kind) {
+			return l
 		}
-		t.calls[prev].retriedBy = i
-	}
-	for k := n - 1; k >= 1; k-- {
-		t.ops++
-		for _, prev := range slices.Backward(t.tips[cs.els.chain[k]]) {
-			t.ops++
-			pc := t.calls[prev]
-			if !pc.usable() || pc.call.API != cs.call.API {
-				continue
-			}
-			end, ok := matchSlot(cs.call.API, &cs.els, k, pc.keys)
-			t.ops += end - k
-			if ok {
-				pc.slotStart, pc.slotEnd = k, end
-				t.extend(i, prev, recorder.LineageExtend)
-				return
-			}
+		if l.Kind == recorder.LineageRetry {
+			t.calls[prev].retriedBy = i
 		}
+		i, l = prev, t.calls[prev].lin
 	}
-	t.diverge(i)
 }
 
-// matchSlot reports whether prompt elements from start hold, in order,
-// messages with the content keys want (an earlier call's completion),
-// skipping assistant elements that are empty or reasoning only. end is one
-// past the slot, or, when !ok, one past the last element read.
-func matchSlot(api string, e *elements, start int, want []uint64) (end int, ok bool) {
-	j := start
-	for _, k := range want {
-		for {
-			if j >= len(e.raw) {
-				return j, false
-			}
-			m, err := decodeElement(api, e, j)
-			j++
-			if err != nil {
-				return j, false
-			}
-			got, nonEmpty := contentKey(&m)
-			if !nonEmpty && m.Role == "assistant" {
-				continue
-			}
-			if got != k {
-				return j, false
-			}
-			break
-		}
+// continues reports whether a call of lineage kind continues or repeats
+// its parent's conversation.
+func continues(kind string) bool {
+	switch kind {
+	case recorder.LineageRetry, recorder.LineageExtend, recorder.LineageRetokenized, recorder.LineageTemplateRewrite:
+		return true
 	}
-	return j, true
+	return false
 }
 
 // extend appends call i after prev: to prev's segment when prev is its
@@ -243,24 +195,7 @@ func (t *threader) extend(i, prev int, kind string) {
 		t.add(pc.seg, i)
 		return
 	}
-	segKind := SegmentFork
-	if pc.seg != nil && t.edits(cs, t.calls[pc.seg.calls[len(pc.seg.calls)-1]]) {
-		segKind, cs.kind = SegmentEdited, recorder.LineageEdited
-	}
-	t.add(t.newSegment(segKind, pc.seg, false), i)
-}
-
-// edits reports whether next, which branches off before last (the last
-// call of a segment), rewrote a message of last's history rather than
-// starting a new branch: the first element where they differ has the same
-// role in both.
-func (t *threader) edits(next, last *callState) bool {
-	l := t.commonPrefix(next.els.chain, last.els.chain)
-	if l >= len(next.els.raw) || l >= len(last.els.raw) {
-		return false
-	}
-	role := func(raw []byte) string { return gjson.Get(unsafeString(raw), "role").String() }
-	return role(next.els.raw[l]) == role(last.els.raw[l])
+	t.add(t.newSegment(SegmentFork, pc.seg), i)
 }
 
 // retry makes call i replace prev, an earlier call with the same prompt.
@@ -269,7 +204,7 @@ func (t *threader) retry(i, prev int) {
 	cs.kind, cs.parent = recorder.LineageRetry, prev
 	s := pc.seg
 	if s == nil || s.calls[len(s.calls)-1] != prev {
-		t.add(t.newSegment(SegmentRetry, s, false), i)
+		t.add(t.newSegment(SegmentRetry, s), i)
 		return
 	}
 	pc.retriedBy = i
@@ -279,70 +214,17 @@ func (t *threader) retry(i, prev int) {
 	s.lastOrder = i
 }
 
-// diverge starts a new segment for call i, which continues no earlier
-// call: edited when it shares history beyond the system prompt with a
-// segment, else compacted or fork (decided later), else a new root.
-func (t *threader) diverge(i int) {
-	cs := t.calls[i]
-	var best *segment
-	bestLen := -1
-	for _, s := range slices.Backward(t.segs) {
-		t.ops++
-		last := t.calls[s.calls[len(s.calls)-1]]
-		if last.call.API != cs.call.API {
-			continue
-		}
-		if l := t.commonPrefix(cs.els.chain, last.els.chain); l > bestLen {
-			best, bestLen = s, l
-		}
-	}
-	switch {
-	case best == nil && len(t.segs) == 0:
-		cs.kind = recorder.LineageRoot
-		t.add(t.newSegment(SegmentRoot, nil, false), i)
-	case best != nil && bestLen > cs.els.sysLen:
-		cs.kind, cs.parent = recorder.LineageEdited, best.calls[len(best.calls)-1]
-		t.add(t.newSegment(SegmentEdited, best, false), i)
-	case best != nil && bestLen > 0:
-		cs.kind, cs.parent = recorder.LineageCompacted, best.calls[len(best.calls)-1]
-		t.add(t.newSegment(SegmentCompacted, best, true), i)
-	default:
-		parent := t.mostRecent()
-		cs.kind = recorder.LineageFork
-		if parent != nil {
-			cs.parent = parent.calls[len(parent.calls)-1]
-		}
-		t.add(t.newSegment(SegmentFork, parent, false), i)
-	}
-}
-
-// placeByLineage follows the lineage the proxy recorded for call i.
-func (t *threader) placeByLineage(i int, l *recorder.Lineage) {
+// placeByLineage places call i by lineage l: a call whose parent is in no
+// segment starts one (the root, or a fork of the latest segment).
+func (t *threader) placeByLineage(i int, l recorder.Lineage) {
 	cs := t.calls[i]
 	prev, ok := t.byID[l.ParentCallID]
-	if !ok || l.Kind == recorder.LineageRoot || !t.calls[prev].usable() || t.calls[prev].seg == nil {
-		cs.kind = l.Kind
-		parent := t.mostRecent()
-		kind := SegmentRoot
-		if parent != nil {
-			kind = SegmentFork
-		}
-		t.add(t.newSegment(kind, parent, false), i)
+	if !ok || prev >= i || l.Kind == recorder.LineageRoot || !t.calls[prev].usable() || t.calls[prev].seg == nil {
+		t.startSegment(i, l.Kind)
 		return
 	}
-	pc := t.calls[prev]
 	switch l.Kind {
 	case recorder.LineageExtend, recorder.LineageRetokenized, recorder.LineageTemplateRewrite:
-		if k := len(pc.els.raw); k <= len(cs.els.raw) && cs.els.chain[k] == pc.els.chain[k] {
-			end, ok := matchSlot(cs.call.API, &cs.els, k, pc.keys)
-			t.ops += 1 + end - k
-			if ok {
-				pc.slotStart, pc.slotEnd = k, end
-			}
-		}
-		if pc.slotEnd < 0 {
-			pc.slotStart = len(pc.els.raw)
-		}
 		t.extend(i, prev, l.Kind)
 	case recorder.LineageRetry:
 		t.retry(i, prev)
@@ -353,12 +235,24 @@ func (t *threader) placeByLineage(i int, l *recorder.Lineage) {
 			kind = SegmentFork
 		}
 		cs.kind, cs.parent = l.Kind, prev
-		t.add(t.newSegment(kind, pc.seg, false), i)
+		t.add(t.newSegment(kind, t.calls[prev].seg), i)
 	}
 }
 
-func (t *threader) newSegment(kind string, parent *segment, provisional bool) *segment {
-	s := &segment{kind: kind, parent: parent, provisional: provisional, firstOrder: -1}
+// startSegment starts a segment with call i, whose parent is in none: the
+// root when it is the first, else a fork of the latest segment.
+func (t *threader) startSegment(i int, kind string) {
+	parent := t.mostRecent()
+	seg := SegmentFork
+	if parent == nil {
+		seg, kind = SegmentRoot, recorder.LineageRoot
+	}
+	t.calls[i].kind = kind
+	t.add(t.newSegment(seg, parent), i)
+}
+
+func (t *threader) newSegment(kind string, parent *segment) *segment {
+	s := &segment{kind: kind, parent: parent, firstOrder: -1}
 	t.segs = append(t.segs, s)
 	return s
 }
@@ -372,12 +266,6 @@ func (t *threader) add(s *segment, i int) {
 	t.calls[i].seg = s
 }
 
-// commonPrefix is [commonPrefix], counting its probes.
-func (t *threader) commonPrefix(a, b []uint64) int {
-	t.ops += bits.Len(uint(min(len(a), len(b))))
-	return commonPrefix(a, b)
-}
-
 // mostRecent returns the segment that received the latest call.
 func (t *threader) mostRecent() *segment {
 	var best *segment
@@ -388,64 +276,6 @@ func (t *threader) mostRecent() *segment {
 		}
 	}
 	return best
-}
-
-// resolveSplits decides provisional segments: a segment that shares only
-// the system prompt with its parent is a fork when the parent received
-// calls after it started (a subagent), and a compaction otherwise.
-func (t *threader) resolveSplits() {
-	for _, s := range t.segs {
-		if !s.provisional {
-			continue
-		}
-		s.provisional = false
-		if s.parent != nil && s.parent.lastOrder > s.firstOrder {
-			s.kind = SegmentFork
-			t.calls[s.calls[0]].kind = recorder.LineageFork
-		}
-	}
-}
-
-// inferText places a completions call: it extends the segment whose last
-// prompt and completion its prompt starts with (token ids when both calls
-// have them, else text), retries an identical prompt, or starts a fork.
-func (t *threader) inferText(i int) {
-	cs := t.calls[i]
-	t.ops++
-	for _, prev := range slices.Backward(t.tips[cs.els.chain[len(cs.els.raw)]]) {
-		t.ops++
-		if t.calls[prev].usable() {
-			t.retry(i, prev)
-			return
-		}
-		t.calls[prev].retriedBy = i
-	}
-	for _, s := range slices.Backward(t.segs) {
-		t.ops++
-		last := s.calls[len(s.calls)-1]
-		if lc := t.calls[last]; lc.call.API == apiCompletions && textExtends(lc, cs) {
-			t.extend(i, last, recorder.LineageExtend)
-			return
-		}
-	}
-	parent := t.mostRecent()
-	cs.kind = recorder.LineageRoot
-	kind := SegmentRoot
-	if parent != nil {
-		cs.kind, kind = recorder.LineageFork, SegmentFork
-	}
-	t.add(t.newSegment(kind, parent, false), i)
-}
-
-// textExtends reports whether next's prompt starts with prev's prompt and
-// completion. Its cost is linear in next's prompt.
-func textExtends(prev, next *callState) bool {
-	if pt, nt := prev.call.Tokens, next.call.Tokens; pt != nil && nt != nil && len(nt.PromptIDs) > 0 {
-		return hasIDPrefix(nt.PromptIDs, pt.PromptIDs, pt.CompletionIDs)
-	}
-	p, okp := completionsPrompt(prev)
-	n, okn := completionsPrompt(next)
-	return okp && okn && strings.HasPrefix(n, p) && strings.HasPrefix(n[len(p):], completionText(prev))
 }
 
 // hasIDPrefix reports whether ids starts with a followed by b.

@@ -42,17 +42,15 @@ func tokenBreak(calls []*callState, s *segment) int {
 	return -1
 }
 
-// driftClass names a token break between prev and next: the class the
-// proxy recorded for next when it recorded a drift class, else
+// driftClass names a token break between prev and next: next's lineage
+// kind when the lineage package classified it as a drift, else
 // retokenized when the ids differ only from the end of prev's prompt on
 // (the completion or its boundary), else template_rewrite (earlier turns
 // were rendered differently).
 func driftClass(prev, next *callState) string {
-	if l := next.call.Lineage; l != nil {
-		switch l.Kind {
-		case recorder.LineageRetokenized, recorder.LineageTemplateRewrite, recorder.LineageEdited, recorder.LineageCompacted:
-			return l.Kind
-		}
+	switch k := next.lin.Kind; k {
+	case recorder.LineageRetokenized, recorder.LineageTemplateRewrite, recorder.LineageEdited, recorder.LineageCompacted:
+		return k
 	}
 	p := prev.call.Tokens
 	want := slices.Concat(p.PromptIDs, p.CompletionIDs)

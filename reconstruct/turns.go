@@ -22,7 +22,7 @@ type promptCache map[string][]byte
 // general path (not chat, or a message or tool that does not decode).
 func (pc promptCache) promptJSON(cs *callState) (prompt []byte, tools []json.RawMessage, ok bool) {
 	// els is read only from requests that are valid JSON objects
-	if cs.call.API != apiChat || cs.els.chain == nil {
+	if cs.call.API != apiChat || !cs.els.read {
 		return nil, nil, false
 	}
 	body := unsafeString(cs.call.Request)

@@ -1,9 +1,7 @@
 package lineage
 
 import (
-	"bufio"
 	"bytes"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -12,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/orchard-rl/orchard/recorder"
+	"github.com/orchard-rl/orchard/recorder/storetest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files of the drift corpus")
@@ -45,25 +44,7 @@ var withoutTokens = map[string]string{
 }
 
 func readCorpus(t testing.TB, path string) []*recorder.Call {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var calls []*recorder.Call
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(nil, 16<<20)
-	for sc.Scan() {
-		var c recorder.Call
-		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		calls = append(calls, &c)
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return calls
+	return storetest.ReadCallsFile(t, path)
 }
 
 func formatLineage(calls []*recorder.Call, lins []recorder.Lineage) []byte {

@@ -167,6 +167,35 @@ func AssertCalls(t testing.TB, got, want []*recorder.Call) {
 // one call per line.
 func ReadEpisodeFile(t testing.TB, path string) (recorder.Episode, []*recorder.Call) {
 	t.Helper()
+	var ep recorder.Episode
+	var calls []*recorder.Call
+	readLines(t, path, func(i int) any {
+		if i == 0 {
+			return &ep
+		}
+		c := new(recorder.Call)
+		calls = append(calls, c)
+		return c
+	})
+	return ep, calls
+}
+
+// ReadCallsFile reads a file of calls, one per line (the format of
+// testdata/lineage/*.jsonl).
+func ReadCallsFile(t testing.TB, path string) []*recorder.Call {
+	t.Helper()
+	var calls []*recorder.Call
+	readLines(t, path, func(int) any {
+		c := new(recorder.Call)
+		calls = append(calls, c)
+		return c
+	})
+	return calls
+}
+
+// readLines decodes line i of a JSONL file into next(i).
+func readLines(t testing.TB, path string, next func(i int) any) {
+	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -174,20 +203,12 @@ func ReadEpisodeFile(t testing.TB, path string) (recorder.Episode, []*recorder.C
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 64<<20)
-	var ep recorder.Episode
-	var calls []*recorder.Call
 	for i := 0; sc.Scan(); i++ {
-		v := any(&ep)
-		if i > 0 {
-			c := new(recorder.Call)
-			calls, v = append(calls, c), c
-		}
-		if err := json.Unmarshal(sc.Bytes(), v); err != nil {
+		if err := json.Unmarshal(sc.Bytes(), next(i)); err != nil {
 			t.Fatalf("%s line %d: %v", path, i+1, err)
 		}
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatalf("read %s: %v", path, err)
 	}
-	return ep, calls
 }
