@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -136,7 +137,7 @@ func (x *exchange) begin(r *http.Request, start time.Time) {
 		CallID:       newCallID(start),
 		API:          x.api,
 		Method:       r.Method,
-		Path:         r.URL.Path,
+		Path:         pathAndQuery(r.URL),
 		Model:        x.model,
 		Stream:       x.stream,
 		StartedAt:    start.UTC(),
@@ -145,6 +146,15 @@ func (x *exchange) begin(r *http.Request, start time.Time) {
 		Harness:      r.Header.Get("User-Agent"),
 		Injected:     x.injected,
 	}
+}
+
+// pathAndQuery returns the request's path with its query string, if any:
+// the record keeps what the client asked for (api-version=..., beta=true).
+func pathAndQuery(u *url.URL) string {
+	if u.RawQuery == "" {
+		return u.Path
+	}
+	return u.Path + "?" + u.RawQuery
 }
 
 // rewrite builds the upstream request: target URL, credentials, body.
