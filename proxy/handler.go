@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -33,7 +34,8 @@ func (f SinkFunc) Record(c *recorder.Call) { f(c) }
 // field takes the default given in its comment.
 type Options struct {
 	// Upstream is the default OpenAI-style base URL, e.g. http://127.0.0.1:8000/v1.
-	// A request for /v1/X is sent to Upstream + "/X".
+	// A request for /v1/X is sent to Upstream + "/X". New logs a warning
+	// for a base URL without a version path or with an API path on it.
 	Upstream *Upstream
 	// Anthropic is the base URL for /v1/messages*; nil means Upstream.
 	Anthropic *Upstream
@@ -109,6 +111,8 @@ type Handler struct {
 	lin   *lineage.Tracker
 	order *arrivals
 	met   *metrics // nil without Options.Registry
+
+	warned404 atomic.Bool // an upstream 404 for a model call was logged
 }
 
 // New returns a Handler with its record workers running. It panics if
@@ -168,6 +172,7 @@ func New(opts Options) *Handler {
 	if opts.LineageEpisodes <= 0 {
 		opts.LineageEpisodes = 1024
 	}
+	h.warnUpstreams()
 	h.lin = lineage.NewTracker(lineage.Options{MaxEpisodes: opts.LineageEpisodes})
 	h.order = newArrivals()
 	h.mux = h.routes()

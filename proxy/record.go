@@ -47,6 +47,7 @@ func (h *Handler) record(x *exchange) {
 	if x.readErr != nil && c.EndReason == recorder.EndUpstreamError {
 		c.Error = x.readErr.Error()
 	}
+	h.notFoundHint(c)
 	if x.resp != nil || x.asm != nil {
 		h.recordResponse(c, x)
 		if x.resp != nil {
