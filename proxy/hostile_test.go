@@ -162,7 +162,8 @@ func rawRequest(t *testing.T, addr, method, path, body string) (int, string) {
 }
 
 // TestDotAndReservedEpisodeIDs: ids made of dots and the reserved bucket
-// name are refused in the URL, in the header and by the episode API.
+// name are refused in the URL and in the header (proxy/episodes refuses
+// them on create).
 func TestDotAndReservedEpisodeIDs(t *testing.T) {
 	e := newEnv(t, nil)
 	body := []byte(`{"model":"text","messages":[{"role":"user","content":"hi"}]}`)
