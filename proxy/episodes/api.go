@@ -2,6 +2,8 @@ package episodes
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -204,4 +206,11 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 		CallList    []*recorder.Call       `json:"call_list"`
 		Quarantined []recorder.Quarantined `json:"quarantined,omitempty"`
 	}{sum, nonNil(calls), bad})
+}
+
+// newEpisodeID returns a random id for an episode created without one.
+func newEpisodeID() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return "ep_" + hex.EncodeToString(b[:])
 }

@@ -2,8 +2,6 @@ package episodes
 
 import (
 	"bytes"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -73,12 +71,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	w.Write(append(b, '\n'))
-}
-
-func newEpisodeID() string {
-	var b [12]byte
-	rand.Read(b[:])
-	return "ep_" + hex.EncodeToString(b[:])
 }
 
 // quote quotes s for a message, cut to 64 bytes.
