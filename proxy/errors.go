@@ -45,3 +45,7 @@ func writeError(w http.ResponseWriter, api string, e *Error) {
 	w.WriteHeader(e.Status)
 	w.Write(append(b, '\n'))
 }
+
+func badRequest(msg string) *Error {
+	return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: msg}
+}

@@ -6,13 +6,20 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/tidwall/gjson"
+
+	"github.com/orchard-rl/orchard/internal/jsonscan"
 	"github.com/orchard-rl/orchard/proxy/assemble"
 	"github.com/orchard-rl/orchard/recorder"
 )
@@ -61,6 +68,132 @@ type exchange struct {
 	// answered is set once the upstream's response has ended (or failed),
 	// from the goroutine serving the request; record ordering reads it.
 	answered atomic.Bool
+}
+
+// readRequestBy is readRequest under the body read deadline, which is
+// lifted afterwards so that it never limits the response stream.
+func (x *exchange) readRequestBy(w http.ResponseWriter, r *http.Request) *Error {
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Now().Add(x.h.opts.BodyReadTimeout)) // unsupported writers (tests' recorders) just have none
+	e := x.readRequest(r)
+	var ne net.Error
+	if e != nil && e.Status == http.StatusBadRequest && errors.As(e.cause, &ne) && ne.Timeout() {
+		// The deadline stays: the server's read of the rest of the body
+		// fails too, and it closes the connection of the slow client.
+		w.Header().Set("Connection", "close")
+		return &Error{Status: http.StatusRequestTimeout, Type: "invalid_request_error",
+			Message: "the request body did not arrive within " + x.h.opts.BodyReadTimeout.String() + " (raise --body-timeout)"}
+	}
+	rc.SetReadDeadline(time.Time{})
+	return e
+}
+
+// readRequest reads the body of a recorded call, decides what to send
+// upstream and what to strip from the response.
+func (x *exchange) readRequest(r *http.Request) *Error {
+	max := x.h.opts.MaxBodyBytes
+	tooBig := &Error{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error",
+		Message: "request body is larger than the proxy's limit of " + strconv.FormatInt(max, 10) + " bytes (raise --max-body)"}
+	if r.ContentLength > max {
+		return tooBig
+	}
+	body, err := readAll(r.Body, r.ContentLength, max+1)
+	if err != nil {
+		return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: "reading the request body: " + err.Error(), cause: err}
+	}
+	if int64(len(body)) > max {
+		return tooBig
+	}
+	r.Body.Close()
+	x.sent = body
+	x.reqEncoding = r.Header.Get("Content-Encoding")
+	x.reqBody = body
+	if x.reqEncoding != "" {
+		dec, err := decodeBody(x.reqEncoding, body, requestDecodeLimit(len(body), max))
+		if errors.Is(err, errDecodedTooLarge) {
+			// Nothing of it is forwarded or stored: a record of it could
+			// be too large to read back, and the bytes are most likely an
+			// attack on the proxy's memory.
+			return &Error{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error",
+				Message: "request body inflates past the proxy's limit of " + strconv.FormatInt(requestDecodeLimit(len(body), max), 10) +
+					" bytes (" + x.reqEncoding + "; the limit is --max-body, and at most " + strconv.Itoa(maxDecodeRatio) + "x the encoded size above 8 MiB)"}
+		}
+		if err != nil {
+			// Forward unchanged; record the bytes as they came.
+			x.reqDecodeErr = err.Error()
+			return nil
+		}
+		x.reqBody = dec
+	}
+	// One validity check serves the patching and the record. It is on the
+	// request path: jsonscan is 5-6x faster than encoding/json (39 -> 7 us
+	// for 8 KB) and accepts nothing encoding/json rejects (FuzzValid), so
+	// encoding/json only judges what jsonscan rejects.
+	x.reqJSON = jsonscan.Valid(x.reqBody) || json.Valid(x.reqBody)
+	x.model = gjson.GetBytes(x.reqBody, "model").String()
+	if up, ok := x.h.opts.Routes[x.model]; ok && x.model != "" {
+		x.up = up
+	}
+	x.stream = gjson.GetBytes(x.reqBody, "stream").Bool()
+	x.patchRequest()
+	return nil
+}
+
+// begin fills the parts of the record known before forwarding.
+func (x *exchange) begin(r *http.Request, start time.Time) {
+	x.call = recorder.Call{
+		Schema:       recorder.CallSchema,
+		EpisodeID:    x.att.episode,
+		CallID:       newCallID(start),
+		API:          x.api,
+		Method:       r.Method,
+		Path:         pathAndQuery(r.URL),
+		Model:        x.model,
+		Stream:       x.stream,
+		StartedAt:    start.UTC(),
+		Upstream:     x.up.String(),
+		UpstreamKind: x.up.Kind,
+		Harness:      r.Header.Get("User-Agent"),
+		Injected:     x.injected,
+	}
+}
+
+// pathAndQuery returns the request's path with its query string, if any:
+// the record keeps what the client asked for (api-version=..., beta=true).
+func pathAndQuery(u *url.URL) string {
+	if u.RawQuery == "" {
+		return u.Path
+	}
+	return u.Path + "?" + u.RawQuery
+}
+
+// setCredentials replaces the client's credential with the upstream key,
+// in the header the client used. Without an upstream key the client's own
+// credential goes through, unless it is an episode token, which never
+// leaves the proxy.
+func (x *exchange) setCredentials(hdr http.Header) {
+	key := x.up.Key
+	if key == "" {
+		if x.att.viaToken {
+			hdr.Del("Authorization")
+			hdr.Del("X-Api-Key")
+		}
+		return
+	}
+	kind := x.att.credKind
+	hdr.Del("Authorization")
+	hdr.Del("X-Api-Key")
+	if kind == credNone {
+		kind = credBearer
+		if isAnthropic(x.rest) {
+			kind = credAPIKey
+		}
+	}
+	if kind == credAPIKey {
+		hdr.Set("X-Api-Key", key)
+	} else {
+		hdr.Set("Authorization", "Bearer "+key)
+	}
 }
 
 // tee passes the upstream body through untouched while keeping a copy for
@@ -169,17 +302,21 @@ func (x *exchange) endReason() string {
 	}
 }
 
-func (h *Handler) assembleLoop() {
-	defer h.wg.Done()
-	for x := range h.done {
-		h.record(x)
-	}
-}
-
 // newCallID returns a 32-hex-digit id that sorts by start time.
 func newCallID(t time.Time) string {
 	var b [16]byte
 	binary.BigEndian.PutUint64(b[:8], uint64(t.UnixNano()))
 	rand.Read(b[8:])
 	return "call_" + hex.EncodeToString(b[:])
+}
+
+// readAll reads at most limit bytes of r into one buffer sized from the
+// declared length, so a large body is not copied again as it grows.
+func readAll(r io.Reader, declared, limit int64) ([]byte, error) {
+	if declared < 0 || declared >= limit {
+		declared = 512
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, declared+1))
+	_, err := buf.ReadFrom(io.LimitReader(r, limit))
+	return buf.Bytes(), err
 }

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -33,7 +34,8 @@ func (f SinkFunc) Record(c *recorder.Call) { f(c) }
 // field takes the default given in its comment.
 type Options struct {
 	// Upstream is the default OpenAI-style base URL, e.g. http://127.0.0.1:8000/v1.
-	// A request for /v1/X is sent to Upstream + "/X".
+	// A request for /v1/X is sent to Upstream + "/X". New logs a warning
+	// for a base URL without a version path or with an API path on it.
 	Upstream *Upstream
 	// Anthropic is the base URL for /v1/messages*; nil means Upstream.
 	Anthropic *Upstream
@@ -42,28 +44,12 @@ type Options struct {
 
 	// Sink receives the records; nil discards them.
 	Sink Sink
-	// Tokens verifies episode tokens presented as API keys; nil disables them.
-	Tokens TokenVerifier
-	// RequireToken makes inference routes accept only valid episode tokens.
+	// Verifier checks the API keys clients present for episode tokens;
+	// nil treats every key as the harness's own.
+	Verifier Verifier
+	// RequireToken makes inference routes accept only valid episode tokens;
+	// it needs a Verifier.
 	RequireToken bool
-
-	// Episodes backs the episode API at /orchard/v1/episodes and token
-	// revocation; nil disables both.
-	Episodes EpisodeStore
-	// Signer issues the tokens of episodes created through the API; it is
-	// required when Episodes is set, and usually also serves as Tokens.
-	Signer *Signer
-	// AdminToken, when set, is required as a bearer token on /orchard/v1/*.
-	AdminToken string
-	// PublicURL is the base URL sandboxes reach the proxy at, used in the
-	// env block of new episodes; "" means the Host the request came to.
-	PublicURL string
-	// TokenTTL is how long an episode token stays valid. Default 24h.
-	TokenTTL time.Duration
-	// Finishes, when set, carries finishes between the replicas sharing
-	// Episodes: a token is refused on every replica once its episode
-	// finished on one, even while the store cannot answer.
-	Finishes FinishFeed
 
 	// Registry, when set, gets the proxy's metrics and is served at /metrics.
 	Registry *prometheus.Registry
@@ -116,24 +102,28 @@ func (u *Upstream) String() string {
 // the HTTP server has shut down so that records still being assembled reach
 // the sink. A Handler is safe for concurrent use.
 type Handler struct {
-	opts   Options
-	log    *slog.Logger
-	rp     *httputil.ReverseProxy
-	mux    chi.Router
-	done   chan *exchange
-	wg     sync.WaitGroup
-	closed chan struct{}
-	eps    *episodeAPI // nil without Options.Episodes
-	lin    *lineage.Tracker
-	order  *arrivals
-	met    *metrics // nil without Options.Registry
+	opts  Options
+	log   *slog.Logger
+	rp    *httputil.ReverseProxy
+	mux   chi.Router
+	done  chan *exchange
+	wg    sync.WaitGroup
+	lin   *lineage.Tracker
+	order *arrivals
+	met   *metrics // nil without Options.Registry
+
+	warned404 atomic.Bool // an upstream 404 for a model call was logged
 }
 
 // New returns a Handler with its record workers running. It panics if
-// opts.Upstream is nil, a programming error.
+// opts.Upstream is nil, or RequireToken is set without a Verifier: both
+// programming errors.
 func New(opts Options) *Handler {
 	if opts.Upstream == nil || opts.Upstream.BaseURL == nil {
 		panic("proxy: Options.Upstream is required")
+	}
+	if opts.RequireToken && opts.Verifier == nil {
+		panic("proxy: Options.RequireToken needs a Verifier")
 	}
 	if opts.Anthropic == nil {
 		opts.Anthropic = opts.Upstream
@@ -153,9 +143,6 @@ func New(opts Options) *Handler {
 	if opts.Transport == nil {
 		opts.Transport = newTransport()
 	}
-	if opts.TokenTTL <= 0 {
-		opts.TokenTTL = 24 * time.Hour
-	}
 	if opts.Sink == nil {
 		opts.Sink = SinkFunc(func(*recorder.Call) {})
 	}
@@ -168,8 +155,7 @@ func New(opts Options) *Handler {
 		log:  lg,
 		// A small backlog: past it, the request's own goroutine assembles
 		// its record, which bounds the memory held by finished calls.
-		done:   make(chan *exchange, 64),
-		closed: make(chan struct{}),
+		done: make(chan *exchange, 64),
 	}
 	h.rp = &httputil.ReverseProxy{
 		Rewrite:        h.rewrite,
@@ -180,21 +166,13 @@ func New(opts Options) *Handler {
 		BufferPool:     bufferPool{},
 		ErrorLog:       log.New(slogWriter{lg}, "", 0),
 	}
-	if opts.Episodes != nil {
-		if opts.Signer == nil {
-			panic("proxy: Options.Signer is required with Options.Episodes")
-		}
-		h.eps = &episodeAPI{store: opts.Episodes, signer: opts.Signer, adminToken: opts.AdminToken,
-			publicURL: opts.PublicURL, tokenTTL: opts.TokenTTL, finished: newFinishedCache(1 << 16),
-			running: make(map[string]time.Time)}
-		h.eps.startFeed(opts.Finishes, lg)
-	}
 	if opts.Registry != nil {
 		h.met = newMetrics(opts.Registry)
 	}
 	if opts.LineageEpisodes <= 0 {
 		opts.LineageEpisodes = 1024
 	}
+	h.warnUpstreams()
 	h.lin = lineage.NewTracker(lineage.Options{MaxEpisodes: opts.LineageEpisodes})
 	h.order = newArrivals()
 	h.mux = h.routes()
@@ -215,7 +193,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) Close() error {
 	close(h.done)
 	h.wg.Wait()
-	h.eps.stopFeed()
 	return nil
 }
 

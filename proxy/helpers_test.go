@@ -9,10 +9,7 @@ import (
 	"github.com/orchard-rl/orchard/proxy/proxytest"
 )
 
-type (
-	env   = proxytest.Env
-	reply = proxytest.Reply
-)
+type env = proxytest.Env
 
 var (
 	do      = proxytest.Do

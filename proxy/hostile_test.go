@@ -17,7 +17,6 @@ import (
 
 	"github.com/orchard-rl/orchard/proxy"
 	"github.com/orchard-rl/orchard/recorder"
-	"github.com/orchard-rl/orchard/recorder/embedded"
 )
 
 // bombs returns, per Content-Encoding, a body of about 1 MB that inflates
@@ -163,7 +162,8 @@ func rawRequest(t *testing.T, addr, method, path, body string) (int, string) {
 }
 
 // TestDotAndReservedEpisodeIDs: ids made of dots and the reserved bucket
-// name are refused in the URL, in the header and by the episode API.
+// name are refused in the URL and in the header (proxy/episodes refuses
+// them on create).
 func TestDotAndReservedEpisodeIDs(t *testing.T) {
 	e := newEnv(t, nil)
 	body := []byte(`{"model":"text","messages":[{"role":"user","content":"hi"}]}`)
@@ -219,36 +219,5 @@ func TestRequestBytesKeptExactly(t *testing.T) {
 				t.Fatalf("recorded request is not valid UTF-8")
 			}
 		})
-	}
-}
-
-// TestConcurrentCreate: of 16 concurrent creates of one id, exactly one
-// gets 201 and the rest 409.
-func TestConcurrentCreate(t *testing.T) {
-	signer, _ := proxy.NewSigner([]byte("0123456789abcdef0123"))
-	st, err := embedded.Open(t.TempDir(), embedded.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	e := newEnv(t, func(o *proxy.Options) { o.Episodes, o.Signer = st, signer })
-	codes := make(chan int, 16)
-	for range 16 {
-		go func() {
-			codes <- do(t, "POST", e.Proxy.URL+"/orchard/v1/episodes", nil, []byte(`{"id":"ep-race"}`)).Status
-		}()
-	}
-	created := 0
-	for range 16 {
-		switch c := <-codes; c {
-		case http.StatusCreated:
-			created++
-		case http.StatusConflict:
-		default:
-			t.Errorf("status %d, want 201 or 409", c)
-		}
-	}
-	if created != 1 {
-		t.Fatalf("%d creates succeeded, want 1", created)
 	}
 }

@@ -11,6 +11,15 @@ import (
 	"github.com/orchard-rl/orchard/recorder"
 )
 
+// assembleLoop is a record worker: it records the exchanges finish hands
+// over until Close.
+func (h *Handler) assembleLoop() {
+	defer h.wg.Done()
+	for x := range h.done {
+		h.record(x)
+	}
+}
+
 // record turns a finished exchange into its orchard.call/v1 record and hands
 // it to the sink. It runs on a record worker, off the request path.
 func (h *Handler) record(x *exchange) {
@@ -38,6 +47,7 @@ func (h *Handler) record(x *exchange) {
 	if x.readErr != nil && c.EndReason == recorder.EndUpstreamError {
 		c.Error = x.readErr.Error()
 	}
+	h.notFoundHint(c)
 	if x.resp != nil || x.asm != nil {
 		h.recordResponse(c, x)
 		if x.resp != nil {

@@ -20,9 +20,6 @@ func (h *Handler) routes() chi.Router {
 	r.Head("/e/{episode}", ok)
 	r.Head("/e/{episode}/", ok)
 	r.Get("/healthz", ok)
-	if h.eps != nil {
-		h.eps.routes(r)
-	}
 	if h.met != nil {
 		r.Handle("/metrics", promhttp.HandlerFor(h.opts.Registry, promhttp.HandlerOpts{}))
 	}

@@ -321,7 +321,7 @@ func selectEpisodes(ctx context.Context, src Source, opts *Options) ([]recorder.
 		for _, id := range opts.Episodes {
 			ep, err := src.Episode(ctx, id)
 			if err != nil {
-				return nil, fmt.Errorf("episode %s: %w", id, err)
+				return nil, err // the store's error names the episode
 			}
 			out = append(out, *ep)
 		}

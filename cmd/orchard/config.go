@@ -86,8 +86,8 @@ func (c *proxyConfig) register(fs *pflag.FlagSet) {
 		idle = 10 * time.Minute
 	}
 	fs.StringVar(&c.Listen, "listen", envOr("ORCHARD_LISTEN", "127.0.0.1:8080"), "address to serve on (env ORCHARD_LISTEN)")
-	fs.StringVar(&c.Upstream, "upstream", envOr("ORCHARD_UPSTREAM", "http://127.0.0.1:8000/v1"), "OpenAI-style upstream base URL (env ORCHARD_UPSTREAM)")
-	fs.StringVar(&c.AnthropicUpstream, "anthropic-upstream", envOr("ORCHARD_ANTHROPIC_UPSTREAM", ""), "upstream base URL for /v1/messages (default: --upstream; env ORCHARD_ANTHROPIC_UPSTREAM)")
+	fs.StringVar(&c.Upstream, "upstream", envOr("ORCHARD_UPSTREAM", "http://127.0.0.1:8000/v1"), "upstream base URL including its version path, e.g. http://127.0.0.1:8000/v1: a call for /v1/chat/completions goes to it + /chat/completions (env ORCHARD_UPSTREAM)")
+	fs.StringVar(&c.AnthropicUpstream, "anthropic-upstream", envOr("ORCHARD_ANTHROPIC_UPSTREAM", ""), "base URL for /v1/messages* including its version path, e.g. https://api.anthropic.com/v1 (default: --upstream; env ORCHARD_ANTHROPIC_UPSTREAM)")
 	fs.StringVar(&c.UpstreamKey, "upstream-key", envOr("ORCHARD_UPSTREAM_API_KEY", ""), "credential sent upstream instead of the client's (env ORCHARD_UPSTREAM_API_KEY)")
 	fs.StringVar(&c.UpstreamKind, "upstream-kind", envOr("ORCHARD_UPSTREAM_KIND", "openai"), "upstream type: vllm, sglang, openai or anthropic (env ORCHARD_UPSTREAM_KIND)")
 	fs.StringVar(&c.Data, "data", envOr("ORCHARD_DATA", "./orchard-data"), "embedded store directory (env ORCHARD_DATA)")

@@ -83,13 +83,14 @@ func newEpisodesShowCmd() *cobra.Command {
 			}
 			defer st.Close()
 			ctx := cmd.Context()
+			// The store's errors name the episode already.
 			ep, err := st.Episode(ctx, args[0])
 			if err != nil {
-				return fmt.Errorf("episode %s: %w", args[0], err)
+				return err
 			}
 			calls, bad, err := recorder.CallsChecked(ctx, st, args[0])
 			if err != nil {
-				return fmt.Errorf("calls of %s: %w", args[0], err)
+				return fmt.Errorf("read calls: %w", err)
 			}
 			printQuarantined(cmd.ErrOrStderr(), bad)
 			if asJSON {

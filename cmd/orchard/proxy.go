@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/orchard-rl/orchard/proxy"
+	"github.com/orchard-rl/orchard/proxy/episodes"
 	"github.com/orchard-rl/orchard/reconstruct/serve"
 	"github.com/orchard-rl/orchard/recorder"
 	lin "github.com/orchard-rl/orchard/recorder/lineage"
@@ -84,13 +85,17 @@ func runProxy(ctx context.Context, cfg *proxyConfig, lg *slog.Logger, ready chan
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(pipe.Collectors()...)
+	api := episodes.New(episodes.Options{
+		Store: lin.Store{Store: store}, Signer: signer, Finishes: finishFeed(store),
+		AdminToken: cfg.AdminToken, PublicURL: cfg.PublicURL, TokenTTL: cfg.TokenTTL, Logger: lg,
+	})
+	defer api.Close()
 	h := proxy.New(proxy.Options{
 		Upstream: def, Anthropic: anth, Routes: routes,
 		Sink:        pipe,
 		IdleTimeout: cfg.IdleTimeout, MaxBodyBytes: cfg.MaxBody, BodyReadTimeout: cfg.BodyTimeout,
-		Logger: lg,
-		Tokens: signer, RequireToken: cfg.Auth == "required",
-		Episodes: lin.Store{Store: store}, Finishes: finishFeed(store), Signer: signer, AdminToken: cfg.AdminToken, PublicURL: cfg.PublicURL, TokenTTL: cfg.TokenTTL,
+		Logger:   lg,
+		Verifier: api, RequireToken: cfg.Auth == "required",
 		Registry: reg,
 	})
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -98,9 +103,9 @@ func runProxy(ctx context.Context, cfg *proxyConfig, lg *slog.Logger, ready chan
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	ln = newLimitListener(ln, cfg.MaxConns)
-	// Samples of finished episodes are served beside the episode API; the
-	// proxy package never imports reconstruct.
-	samples := serve.New(serve.Options{Source: store, AdminToken: cfg.AdminToken, Next: h})
+	// The episode API and the samples of finished episodes are served
+	// beside the proxy, which imports neither.
+	samples := serve.New(serve.Options{Source: store, AdminToken: cfg.AdminToken, Next: api.Beside(h)})
 	srv := cfg.serverLimits.newServer(samples)
 	lg.Info("proxy listening", "addr", ln.Addr().String(), "upstream", def.String(), "store", storeName(cfg))
 	if ready != nil {
@@ -150,14 +155,14 @@ func storeName(cfg *proxyConfig) string {
 // newSigner returns the episode token signer. Without a configured secret
 // it makes a random one: tokens then die with the process and verify on
 // this replica only, which is fine for one proxy on the embedded store.
-func newSigner(secret string, lg *slog.Logger) (*proxy.Signer, error) {
+func newSigner(secret string, lg *slog.Logger) (*episodes.Signer, error) {
 	key := []byte(secret)
 	if len(key) == 0 {
 		key = make([]byte, 32)
 		rand.Read(key)
 		lg.Info("no --token-secret: episode tokens are valid on this process only, until it stops")
 	}
-	return proxy.NewSigner(key)
+	return episodes.NewSigner(key)
 }
 
 // servePprof serves the runtime profiles on their own listener, so they

@@ -15,7 +15,7 @@ import (
 
 	"github.com/orchard-rl/orchard/internal/llmtest"
 	"github.com/orchard-rl/orchard/internal/redistest"
-	"github.com/orchard-rl/orchard/proxy"
+	"github.com/orchard-rl/orchard/proxy/episodes"
 	"github.com/orchard-rl/orchard/proxy/proxytest"
 	"github.com/orchard-rl/orchard/recorder"
 )
@@ -109,7 +109,7 @@ func playLineageScript(t *testing.T, replicas []string) string {
 	if r.Status != http.StatusCreated {
 		t.Fatalf("create episode: %d %s", r.Status, r.Body)
 	}
-	var ep proxy.CreatedEpisode
+	var ep episodes.Created
 	if err := json.Unmarshal(r.Body, &ep); err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/orchard-rl/orchard/internal/llmtest"
 	"github.com/orchard-rl/orchard/internal/redistest"
-	"github.com/orchard-rl/orchard/proxy"
+	"github.com/orchard-rl/orchard/proxy/episodes"
 	"github.com/orchard-rl/orchard/proxy/proxytest"
 	"github.com/orchard-rl/orchard/recorder"
 )
@@ -57,7 +57,7 @@ func TestTwoReplicas(t *testing.T) {
 	if r.Status != http.StatusCreated {
 		t.Fatalf("create on A: %d %s", r.Status, r.Body)
 	}
-	var ep proxy.CreatedEpisode
+	var ep episodes.Created
 	json.Unmarshal(r.Body, &ep)
 	call := proxytest.Do(t, "POST", b+"/e/"+ep.ID+"/v1/chat/completions", map[string]string{"Authorization": "Bearer " + ep.Token},
 		[]byte(`{"model":"text","messages":[{"role":"user","content":"hi"}]}`))

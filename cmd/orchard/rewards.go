@@ -105,7 +105,7 @@ func newRewardsExplainCmd() *cobra.Command {
 			}
 			ep, err := src.Episode(cmd.Context(), args[0])
 			if err != nil {
-				return fmt.Errorf("episode %s: %w", args[0], err)
+				return err // the store's error names the episode
 			}
 			ex := reconstruct.Options{Episodes: []string{ep.ID}}
 			if ep.GroupID != "" || ep.TaskID != "" {

@@ -98,13 +98,25 @@ func New(t testing.TB, mod func(*proxy.Options)) *Env {
 // NewWith is [New] with the scripted upstream's options given.
 func NewWith(t testing.TB, up llmtest.Options, mod func(*proxy.Options)) *Env {
 	t.Helper()
+	return NewWrapped(t, up, mod, nil)
+}
+
+// NewWrapped is [NewWith] with the listener serving wrap(proxy) instead
+// of the proxy, as cmd/orchard mounts the episode API beside it; nil wrap
+// serves the proxy alone.
+func NewWrapped(t testing.TB, up llmtest.Options, mod func(*proxy.Options), wrap func(proxy http.Handler) http.Handler) *Env {
+	t.Helper()
 	e := &Env{Up: llmtest.NewServer(up), Sink: NewSink()}
 	opts := proxy.Options{Upstream: &proxy.Upstream{BaseURL: MustURL(t, e.Up.URL()+"/v1")}, Sink: e.Sink}
 	if mod != nil {
 		mod(&opts)
 	}
 	e.Handler = proxy.New(opts)
-	e.Proxy = httptest.NewServer(e.Handler)
+	var h http.Handler = e.Handler
+	if wrap != nil {
+		h = wrap(h)
+	}
+	e.Proxy = httptest.NewServer(h)
 	t.Cleanup(func() {
 		e.Proxy.Close()
 		e.Handler.Close()

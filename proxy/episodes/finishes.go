@@ -1,8 +1,7 @@
-package proxy
+package episodes
 
 import (
 	"context"
-	"log/slog"
 	"time"
 )
 
@@ -24,48 +23,50 @@ type FinishFeed interface {
 // before, so a failed publish only leaves the other replicas to the store.
 const publishDeadline = time.Second
 
-// startFeed subscribes to feed, when set, until stopFeed.
-func (a *episodeAPI) startFeed(feed FinishFeed, lg *slog.Logger) {
-	a.feed, a.log = feed, lg
-	if feed == nil {
+// startFeed subscribes to Options.Finishes, when set, until stopFeed.
+func (h *Handler) startFeed() {
+	if h.opts.Finishes == nil {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	a.stopSub = cancel
-	a.subDone = make(chan struct{})
-	go func() {
-		defer close(a.subDone)
-		if err := feed.SubscribeFinished(ctx, a.finished.add, a.forgetRunning); err != nil && ctx.Err() == nil {
-			lg.Error("finish feed stopped", "err", err)
-		}
-	}()
+	h.stopSub = cancel
+	h.subDone = make(chan struct{})
+	go h.subscribe(ctx)
+}
+
+// subscribe runs the subscription to Options.Finishes until ctx is done.
+func (h *Handler) subscribe(ctx context.Context) {
+	defer close(h.subDone)
+	if err := h.opts.Finishes.SubscribeFinished(ctx, h.finished.add, h.forgetRunning); err != nil && ctx.Err() == nil {
+		h.log.Error("finish feed stopped", "err", err)
+	}
 }
 
 // stopFeed ends the subscription started by startFeed and waits for it.
-func (a *episodeAPI) stopFeed() {
-	if a == nil || a.stopSub == nil {
+func (h *Handler) stopFeed() {
+	if h.stopSub == nil {
 		return
 	}
-	a.stopSub()
-	<-a.subDone
+	h.stopSub()
+	<-h.subDone
 }
 
 // forgetRunning drops what this replica saw running, so that each episode
 // is looked up again: called when finishes may have been missed.
-func (a *episodeAPI) forgetRunning() {
-	a.mu.Lock()
-	clear(a.running)
-	a.mu.Unlock()
+func (h *Handler) forgetRunning() {
+	h.mu.Lock()
+	clear(h.running)
+	h.mu.Unlock()
 }
 
 // publishFinished tells the other replicas that id finished.
-func (a *episodeAPI) publishFinished(ctx context.Context, id string) {
-	if a.feed == nil {
+func (h *Handler) publishFinished(ctx context.Context, id string) {
+	if h.opts.Finishes == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishDeadline)
 	defer cancel()
-	if err := a.feed.PublishFinished(ctx, id); err != nil {
-		a.log.Warn("publish finish; other replicas learn it from the store", "episode", id, "err", err)
+	if err := h.opts.Finishes.PublishFinished(ctx, id); err != nil {
+		h.log.Warn("publish finish; other replicas learn it from the store", "episode", id, "err", err)
 	}
 }

@@ -1,4 +1,4 @@
-package proxy
+package episodes
 
 import (
 	"crypto/hmac"
@@ -9,10 +9,12 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/orchard-rl/orchard/recorder"
 )
 
-// tokenPrefix starts every episode token, so the proxy can tell its own
-// tokens from a harness's keys without trying to verify them.
+// tokenPrefix starts every episode token, so that a token is told from a
+// harness's own key without trying to verify it.
 const tokenPrefix = "orch1_"
 
 // Signer issues and verifies episode tokens: tokenPrefix, then base64url of
@@ -42,13 +44,17 @@ func (s *Signer) Issue(episode string, ttl time.Duration) string {
 	return tokenPrefix + ep + "." + ex + "." + b64.EncodeToString(s.tag(ep, ex))
 }
 
-// Errors of [Signer.Verify] besides [ErrNotToken].
+// Errors of [Signer.Verify].
 var (
+	// ErrNotToken is returned for a string that is no episode token at all.
+	ErrNotToken     = errors.New("not an episode token")
 	ErrTokenInvalid = errors.New("episode token is malformed or its signature does not match")
 	ErrTokenExpired = errors.New("episode token has expired")
 )
 
-// Verify implements [TokenVerifier].
+// Verify returns the episode tok is bound to, or [ErrNotToken] when tok is
+// no episode token, or another error when it is one but is forged or
+// expired. It does not check revocation: [Handler.Verify] does.
 func (s *Signer) Verify(tok string) (string, error) {
 	if !strings.HasPrefix(tok, tokenPrefix) {
 		return "", ErrNotToken
@@ -63,7 +69,7 @@ func (s *Signer) Verify(tok string) (string, error) {
 	}
 	ep, err1 := b64.DecodeString(parts[0])
 	exp, err2 := b64.DecodeString(parts[1])
-	if err1 != nil || err2 != nil || len(exp) != 8 || !validEpisodeID(string(ep)) {
+	if err1 != nil || err2 != nil || len(exp) != 8 || !recorder.ValidEpisodeID(string(ep)) {
 		return "", ErrTokenInvalid
 	}
 	if s.now().Unix() >= int64(binary.BigEndian.Uint64(exp)) {

@@ -1,4 +1,4 @@
-package proxy_test
+package episodes_test
 
 import (
 	"bytes"
@@ -13,33 +13,24 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/orchard-rl/orchard/proxy"
+	"github.com/orchard-rl/orchard/proxy/episodes"
 	"github.com/orchard-rl/orchard/recorder"
 	"github.com/orchard-rl/orchard/recorder/embedded"
 )
 
-const (
-	upstreamKey = "sk-upstream-SECRET-9f8e7d6c"
-	adminToken  = "admin-token-for-tests"
-)
-
 // secureEnv is a proxy in secure mode with the episode API on an embedded
 // store, an upstream key, metrics and a log buffer.
-func secureEnv(t *testing.T) (*env, *proxy.Signer, *bytes.Buffer) {
+func secureEnv(t *testing.T) (*env, *episodes.Signer, *bytes.Buffer) {
 	t.Helper()
 	st, err := embedded.Open(t.TempDir(), embedded.Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	signer, err := proxy.NewSigner([]byte("0123456789abcdef0123456789abcdef"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	signer := newSigner(t)
 	var logs bytes.Buffer
-	e := newEnv(t, func(o *proxy.Options) {
-		o.Upstream.Key = upstreamKey
-		o.Tokens, o.Signer, o.RequireToken = signer, signer, true
-		o.Episodes, o.AdminToken = st, adminToken
+	lg := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	e := mounted(t, episodes.Options{Store: st, Signer: signer, Logger: lg}, func(o *proxy.Options) {
 		o.Registry = prometheus.NewRegistry()
 		// Store every record, as the pipeline would, before the test sees it.
 		inner := o.Sink
@@ -49,18 +40,18 @@ func secureEnv(t *testing.T) (*env, *proxy.Signer, *bytes.Buffer) {
 			}
 			inner.Record(c)
 		})
-		o.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		o.Logger = lg
 	})
 	return e, signer, &logs
 }
 
-func createEpisode(t *testing.T, e *env, body string) proxy.CreatedEpisode {
+func createEpisode(t *testing.T, e *env, body string) episodes.Created {
 	t.Helper()
 	r := do(t, "POST", e.Proxy.URL+"/orchard/v1/episodes", map[string]string{"Authorization": "Bearer " + adminToken}, []byte(body))
 	if r.Status != http.StatusCreated {
 		t.Fatalf("create episode: %d %s", r.Status, r.Body)
 	}
-	var ce proxy.CreatedEpisode
+	var ce episodes.Created
 	if err := json.Unmarshal(r.Body, &ce); err != nil {
 		t.Fatal(err)
 	}

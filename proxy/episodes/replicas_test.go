@@ -1,4 +1,4 @@
-package proxy_test
+package episodes_test
 
 import (
 	"context"
@@ -8,14 +8,14 @@ import (
 	"testing"
 
 	"github.com/orchard-rl/orchard/internal/redistest"
-	"github.com/orchard-rl/orchard/proxy"
+	"github.com/orchard-rl/orchard/proxy/episodes"
 	"github.com/orchard-rl/orchard/recorder/redisstore"
 )
 
-// notifyFeed is a FinishFeed that also reports, after the proxy has been
+// notifyFeed is a FinishFeed that also reports, after the Handler has been
 // handed them, each finish received and each (re)subscription.
 type notifyFeed struct {
-	proxy.FinishFeed
+	episodes.FinishFeed
 	got    chan string
 	synced chan struct{}
 }
@@ -41,16 +41,8 @@ func redisReplica(t *testing.T, url string) (*env, notifyFeed) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	signer, err := proxy.NewSigner([]byte("0123456789abcdef0123456789abcdef"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	feed := notifyFeed{FinishFeed: st, got: make(chan string, 16), synced: make(chan struct{}, 1)}
-	e := newEnv(t, func(o *proxy.Options) {
-		o.Upstream.Key = upstreamKey
-		o.Tokens, o.Signer, o.RequireToken = signer, signer, true
-		o.Episodes, o.AdminToken, o.Finishes = st, adminToken, feed
-	})
+	e := mounted(t, episodes.Options{Store: st, Finishes: feed}, nil)
 	<-feed.synced
 	return e, feed
 }

@@ -1,7 +1,7 @@
 package proxy
 
 import (
-	"errors"
+	"context"
 	"net/http"
 	"strings"
 
@@ -10,18 +10,25 @@ import (
 	"github.com/orchard-rl/orchard/recorder"
 )
 
-// TokenVerifier checks episode tokens presented as API keys.
-type TokenVerifier interface {
-	// Verify returns the episode a token is bound to. It returns an error
-	// wrapping ErrNotToken when s does not look like an episode token at all
-	// (a harness's own key), and another error when it looks like one but is
-	// forged, expired or revoked.
-	Verify(s string) (episodeID string, err error)
+// Verifier checks the API keys clients present for episode tokens. It is
+// safe for concurrent use.
+type Verifier interface {
+	// Verify returns the episode of credential when it is a valid episode
+	// token (genuine, unexpired, its episode still running); "" and a nil
+	// error when credential is no episode token at all (a harness's own
+	// key, which goes upstream); and otherwise an error, whose text the
+	// client gets with a 401. It is called on the request path, so it
+	// bounds any lookup it makes.
+	Verify(ctx context.Context, credential string) (episode string, err error)
 }
 
-// ErrNotToken is wrapped by [TokenVerifier] errors for strings that are not
-// episode tokens.
-var ErrNotToken = errors.New("not an episode token")
+// VerifierFunc adapts a function to [Verifier].
+type VerifierFunc func(ctx context.Context, credential string) (string, error)
+
+// Verify calls f(ctx, credential).
+func (f VerifierFunc) Verify(ctx context.Context, credential string) (string, error) {
+	return f(ctx, credential)
+}
 
 // attribution is who a request belongs to.
 type attribution struct {
@@ -53,27 +60,20 @@ func (h *Handler) attribute(r *http.Request) (attribution, *Error) {
 		claimed = hv
 	}
 	if claimed != "" {
-		if e := checkEpisodeID(claimed); e != nil {
-			return a, e
+		if err := recorder.CheckEpisodeID(claimed); err != nil {
+			return a, badRequest(err.Error())
 		}
 	}
-	if h.opts.Tokens != nil && a.credValue != "" {
-		ep, err := h.opts.Tokens.Verify(a.credValue)
-		switch {
-		case err == nil:
-			if claimed != "" && claimed != ep {
-				return a, unauthorized("the episode token is for another episode than " + claimed)
-			}
-			if h.eps != nil && h.eps.revoked(r.Context(), ep) {
-				return a, unauthorized("episode " + ep + " has finished; its token is revoked")
-			}
-			a.episode, a.viaToken = ep, true
-			return a, nil
-		case !errors.Is(err, ErrNotToken):
-			return a, unauthorized("episode token rejected: " + err.Error())
-		}
-	}
-	if h.opts.RequireToken {
+	ep, err := h.verify(r, a.credValue)
+	switch {
+	case err != nil:
+		return a, unauthorized(err.Error())
+	case ep != "" && claimed != "" && claimed != ep:
+		return a, unauthorized("the episode token is for another episode than " + claimed)
+	case ep != "":
+		a.episode, a.viaToken = ep, true
+		return a, nil
+	case h.opts.RequireToken:
 		return a, unauthorized("this proxy requires an episode token as the API key; create an episode with POST /orchard/v1/episodes and use its token")
 	}
 	a.episode = claimed
@@ -81,6 +81,15 @@ func (h *Handler) attribute(r *http.Request) (attribution, *Error) {
 		a.episode = recorder.Unattributed
 	}
 	return a, nil
+}
+
+// verify asks Options.Verifier about the client's credential, when both
+// are there.
+func (h *Handler) verify(r *http.Request, cred string) (string, error) {
+	if h.opts.Verifier == nil || cred == "" {
+		return "", nil
+	}
+	return h.opts.Verifier.Verify(r.Context(), cred)
 }
 
 func unauthorized(msg string) *Error {
@@ -99,37 +108,6 @@ func credential(h http.Header) (int, string) {
 		return credAPIKey, v
 	}
 	return credNone, ""
-}
-
-// checkEpisodeID returns a 400 naming what is wrong with an episode id a
-// client chose, or nil: it must be valid and not the reserved bucket of
-// calls without an episode (naming it would merge into that bucket).
-func checkEpisodeID(id string) *Error {
-	if !validEpisodeID(id) {
-		return badRequest("episode id " + quote(id) + " is not valid: use 1-128 characters of A-Z a-z 0-9 . _ : -, not only dots")
-	}
-	if id == recorder.Unattributed {
-		return badRequest("episode id " + quote(id) + " is reserved for calls that name no episode; choose another")
-	}
-	return nil
-}
-
-// validEpisodeID reports whether s is usable as an episode id: it appears
-// in URLs, Redis keys and file names, so it is not made of dots only
-// ("." and ".." are path segments clients normalise away).
-func validEpisodeID(s string) bool {
-	if len(s) == 0 || len(s) > 128 || strings.Trim(s, ".") == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == ':', c == '-':
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 func quote(s string) string {
