@@ -32,6 +32,7 @@ type call struct {
 	logprobs     bool // chat logprobs / completions logprobs >= 0
 	topLogprobs  int  // chat top_logprobs / completions logprobs
 	encrypted    bool // responses include reasoning.encrypted_content
+	opt          options
 }
 
 // generate returns the handler of one generation API.
@@ -99,6 +100,7 @@ func newCall(api string, s *Script, k int, req gjson.Result) *call {
 			return true
 		})
 	}
+	c.readOptions(req)
 	return c
 }
 
