@@ -120,23 +120,32 @@ func (d *detector) startLocked(st *detection) chan struct{} {
 	return ch
 }
 
-// probe asks the server, records the outcome and closes done.
+// probe asks the server, reports the outcome and only then publishes it
+// and closes done, so that a call which sees the kind also sees its log
+// line and metric.
 func (d *detector) probe(st *detection, done chan struct{}) {
 	defer d.wg.Done()
-	defer close(done)
 	kind, evidence, err := d.ask(st.up)
 	st.mu.Lock()
-	st.probing = nil
-	firstFailure := err != nil && !st.failed
+	first := err != nil && !st.failed
 	st.failed = err != nil
+	st.mu.Unlock()
+	d.report(st.up.String(), kind, evidence, err, first)
 	if err == nil {
 		st.decided.Store(kind)
 	}
+	st.mu.Lock()
+	st.probing = nil
 	st.mu.Unlock()
-	name := st.up.String()
+	close(done)
+}
+
+// report logs a probe's outcome and sets the kind gauge; of a run of
+// failures only the first is logged.
+func (d *detector) report(name string, kind UpstreamKind, evidence string, err error, first bool) {
 	switch {
 	case err != nil:
-		if firstFailure {
+		if first {
 			d.met.setKind(name, "", KindUnknown)
 			d.log.Warn("upstream kind probe got no answer; calls go as openai-compatible until one comes",
 				"upstream", name, "err", err)
