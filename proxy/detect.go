@@ -184,7 +184,11 @@ func (d *detector) ask(up *Upstream) (UpstreamKind, string, error) {
 	if res.StatusCode >= 500 || res.StatusCode == http.StatusTooManyRequests {
 		return "", "", fmt.Errorf("probe %s: status %d", u.Redacted(), res.StatusCode)
 	}
-	if res.StatusCode != http.StatusOK {
+	switch {
+	case res.StatusCode == http.StatusUnauthorized || res.StatusCode == http.StatusForbidden:
+		return KindUnknown, "GET /models answered status " + strconv.Itoa(res.StatusCode) +
+			": it needs a credential (set --upstream-key)", nil
+	case res.StatusCode != http.StatusOK:
 		return KindUnknown, "GET /models answered status " + strconv.Itoa(res.StatusCode), nil
 	}
 	body, err := io.ReadAll(io.LimitReader(res.Body, 4<<20))

@@ -33,6 +33,7 @@ func fidelityRows() []fidelityRow {
 		row("client asks for token ids", map[string]any{"return_token_ids": true}),
 		{name: "logprobs with top_logprobs", chat: map[string]any{"logprobs": true, "top_logprobs": 2},
 			compl: map[string]any{"logprobs": 2}},
+		{name: "top_logprobs without logprobs", chat: map[string]any{"top_logprobs": 2}},
 		{name: "echo", compl: map[string]any{"echo": true}},
 		{name: "echo with logprobs", compl: map[string]any{"echo": true, "logprobs": 0}},
 		{name: "prompt_logprobs", chat: map[string]any{"prompt_logprobs": 1}, compl: map[string]any{"prompt_logprobs": 1}, jsonOnly: true},

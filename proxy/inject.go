@@ -56,7 +56,11 @@ func (x *exchange) patchRequest() {
 				fieldRule{name: "token_ids", perChoice: true, remove: chat})
 		}
 	}
-	if lp := gjson.GetBytes(body, "logprobs"); chat && !lp.Bool() {
+	// vLLM refuses top_logprobs without logprobs: true (check_logprobs in
+	// its protocol); injecting logprobs would turn that refusal into an
+	// answer, so such a request goes as sent.
+	top := gjson.GetBytes(body, "top_logprobs")
+	if lp := gjson.GetBytes(body, "logprobs"); chat && !lp.Bool() && (!top.Exists() || top.Type == gjson.Null) {
 		set("logprobs", true)
 		x.strip.fields = append(x.strip.fields, fieldRule{name: "logprobs", perChoice: true})
 	} else if !chat && (!lp.Exists() || lp.Type == gjson.Null) {

@@ -64,8 +64,8 @@ func (h *Handler) generate(api string) http.HandlerFunc {
 			return
 		}
 		c := newCall(api, s, k, req)
-		if c.api == apiChat && c.stream && c.tokenIDs && c.profile() == ProfileSGLang {
-			writeError(w, api, http.StatusBadRequest, "return_token_ids is not supported for streaming chat completions")
+		if msg := c.refusal(); msg != "" {
+			writeError(w, api, http.StatusBadRequest, msg)
 			return
 		}
 		h.answer(w, r, rec, c, f)

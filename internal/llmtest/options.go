@@ -42,6 +42,17 @@ func (c *call) readOptions(req gjson.Result) {
 	}
 }
 
+// refusal is the engine's error message for a request it refuses, or "".
+func (c *call) refusal() string {
+	switch {
+	case c.api == apiChat && c.stream && c.tokenIDs && c.profile() == ProfileSGLang:
+		return "return_token_ids is not supported for streaming chat completions"
+	case c.api == apiChat && c.profile() == ProfileVLLM && !c.logprobs && (c.topLogprobs > 0 || c.topLogprobs == -1):
+		return "when using `top_logprobs`, `logprobs` must be set to true." // vLLM check_logprobs
+	}
+	return ""
+}
+
 // chunkUsage is the usage a chunk carries with continuous usage stats.
 func (c *call) chunkUsage() obj {
 	p := len(c.t.promptIDs(c.k))
