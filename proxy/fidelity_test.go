@@ -65,18 +65,20 @@ type fidelityDialect struct {
 	profile string
 	kind    proxy.UpstreamKind
 	want    string // the record's upstream_kind
+	ids     bool   // the proxy asks for token ids
 }
 
 // TestFidelity: for every client option, against each engine's dialect
-// with the kind detected (and against vLLM configured as openai, which
-// asks only for stream usage), the client gets byte for byte what the
+// with the kind detected (and against OpenAI's, and vLLM configured as
+// openai, where the proxy asks only for stream usage), the client gets byte for byte what the
 // engine sends for its own request, streaming or not, while the record
 // still holds the token ids the engine can give.
 func TestFidelity(t *testing.T) {
 	for _, d := range []fidelityDialect{
-		{"vllm", llmtest.ProfileVLLM, proxy.KindAuto, "vllm"},
-		{"sglang", llmtest.ProfileSGLang, proxy.KindAuto, "sglang"},
-		{"vllm-as-openai", llmtest.ProfileVLLM, proxy.KindOpenAI, "openai"},
+		{"vllm", llmtest.ProfileVLLM, proxy.KindAuto, "vllm", true},
+		{"sglang", llmtest.ProfileSGLang, proxy.KindAuto, "sglang", true},
+		{"openai", llmtest.ProfileOpenAI, proxy.KindAuto, "openai", false},
+		{"vllm-as-openai", llmtest.ProfileVLLM, proxy.KindOpenAI, "openai", false},
 	} {
 		t.Run(d.name, func(t *testing.T) {
 			t.Parallel()
@@ -131,7 +133,7 @@ func fidelityCase(t *testing.T, e *proxytest.Env, d fidelityDialect, r fidelityR
 			t.Errorf("record upstream_kind %q, want %q", rec.UpstreamKind, d.want)
 		}
 		// SGLang refuses token ids on streaming chat completions.
-		idsGiven := direct.Status == 200 && d.kind == proxy.KindAuto &&
+		idsGiven := direct.Status == 200 && d.ids &&
 			!(d.profile == llmtest.ProfileSGLang && api == recorder.APIChatCompletions && stream)
 		if idsGiven && (rec.Tokens == nil || len(rec.Tokens.CompletionIDs) == 0 || len(rec.Tokens.PromptIDs) == 0) {
 			t.Fatalf("no token ids recorded (injected %v): %+v", rec.Injected, rec.Tokens)
