@@ -114,6 +114,10 @@ func (d *detector) kind(ctx context.Context, up *Upstream) UpstreamKind {
 // startLocked starts a probe of st and returns the channel its end closes.
 func (d *detector) startLocked(st *detection) chan struct{} {
 	ch := make(chan struct{})
+	if d.ctx.Err() != nil { // closed: a call after Close gets no probe
+		close(ch)
+		return ch
+	}
 	st.probing = ch
 	d.wg.Add(1)
 	go d.probe(st, ch)
