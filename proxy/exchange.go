@@ -34,6 +34,7 @@ type exchange struct {
 	api  string // "" for unrecorded routes
 	att  attribution
 	up   *Upstream
+	kind UpstreamKind // up's kind for this call (detected for KindAuto)
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -135,6 +136,7 @@ func (x *exchange) readRequest(r *http.Request) *Error {
 		x.up = up
 	}
 	x.stream = gjson.GetBytes(x.reqBody, "stream").Bool()
+	x.kind = x.h.kinds.kind(r.Context(), x.up)
 	x.patchRequest()
 	return nil
 }
@@ -152,7 +154,7 @@ func (x *exchange) begin(r *http.Request, start time.Time) {
 		Stream:       x.stream,
 		StartedAt:    start.UTC(),
 		Upstream:     x.up.String(),
-		UpstreamKind: x.up.Kind,
+		UpstreamKind: string(x.kind),
 		Harness:      r.Header.Get("User-Agent"),
 		Injected:     x.injected,
 	}
