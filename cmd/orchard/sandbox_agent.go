@@ -9,8 +9,6 @@ import (
 	"github.com/orchard-rl/orchard/envd/agent"
 )
 
-func init() { subcommands = append(subcommands, newSandboxAgentCmd) }
-
 func newSandboxAgentCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "sandbox-agent [--listen ADDR | --listen-fd N] [--workdir DIR] [--install PATH] [-- ENTRYPOINT...]",

@@ -18,6 +18,7 @@ type testFlags struct {
 	idle    time.Duration
 	max     int
 	verbose bool
+	n       int
 	ids     []string
 	taskID  string
 	secret  string
@@ -31,6 +32,7 @@ func newTestFlags() (*pflag.FlagSet, *testFlags) {
 	fs.DurationVar(&v.idle, "idle-timeout", time.Minute, "idle limit")
 	fs.IntVar(&v.max, "max-conns", 4, "connections")
 	fs.BoolVar(&v.verbose, "verbose", false, "talk")
+	fs.IntVar(&v.n, "n", 1, "count")
 	fs.StringSliceVar(&v.ids, "episodes", nil, "ids")
 	fs.StringVar(&v.taskID, "task-id", "", "task")
 	Alias(fs, "task", "task-id")
@@ -64,7 +66,7 @@ func apply(t *testing.T, env map[string]string, file string, args ...string) (*t
 func TestApplyPrecedence(t *testing.T) {
 	env := map[string]string{"T_IDLE_TIMEOUT": "2m", "T_MAX_CONNS": "9", "T_SERVER_LISTEN": "env:1",
 		"T_LISTEN": "ignored:1", "T_TASK_ID": "env-task", "T_VERBOSE": ""}
-	file := "idle_timeout: 3m\nmax-conns: 10\nverbose: true\nepisodes: [a, b]\ntask-id: file-task\n"
+	file := "idle_timeout: 3m\nmax-conns: 10\nn: 3\nverbose: true\nepisodes: [a, b]\ntask-id: file-task\n"
 	v, err := apply(t, env, file, "--max-conns", "11", "--task", "cli-task")
 	if err != nil {
 		t.Fatal(err)
@@ -76,6 +78,7 @@ func TestApplyPrecedence(t *testing.T) {
 		{"SetEnv replaces the derived name", v.listen, "env:1"},
 		{"empty env is unset", fmt.Sprint(v.verbose), "true"},
 		{"file list fills a slice", strings.Join(v.ids, "|"), "a|b"},
+		{"key n is a name, not YAML 1.1 false", fmt.Sprint(v.n), "3"},
 		{"default", v.secret, ""},
 	}
 	for _, tt := range tests {

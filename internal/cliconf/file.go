@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
-	"sigs.k8s.io/yaml"
+	"go.yaml.in/yaml/v3"
 )
 
 // fileConfig is a parsed config file: flag name -> value as JSON.
@@ -48,19 +48,24 @@ func loadFile(fs *pflag.FlagSet, o Options) (*fileConfig, error) {
 	return c, nil
 }
 
-// readYAML reads a YAML mapping as JSON values by key.
+// readYAML reads a YAML mapping as JSON values by key. It reads YAML 1.2,
+// where a key like n or a value like no is a string, not a boolean.
 func readYAML(path string) (map[string]json.RawMessage, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	js, err := yaml.YAMLToJSON(b)
-	if err != nil {
-		return nil, fmt.Errorf("config %s: %w", path, err)
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(js, &m); err != nil {
+	var doc map[string]any
+	if err := yaml.Unmarshal(b, &doc); err != nil {
 		return nil, fmt.Errorf("config %s: want a mapping of keys to values: %w", path, err)
+	}
+	m := make(map[string]json.RawMessage, len(doc))
+	for k, v := range doc {
+		raw, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("config %s: %s: %w", path, k, err)
+		}
+		m[k] = raw
 	}
 	return m, nil
 }
