@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/orchard-rl/orchard/internal/cliconf"
 	"github.com/orchard-rl/orchard/internal/loadgen"
 )
 
@@ -48,7 +49,7 @@ func newBenchCmd() *cobra.Command {
 process: (a) the upstream directly, (b) a bare httputil.ReverseProxy, (c) orchard proxy on the
 embedded store, (d) on Redis, (e) (d) with --upstream-kind vllm, (f) (c) with --upstream-kind vllm,
 at each --concurrency (closed loop) and once at --rate (open loop). Prints a table, writes
---out/<time>.json, and exits 1 if any stream failed. The default run takes about 4 minutes (6 with Redis);
+--out-dir/<time>.json, and exits 1 if any stream failed. The default run takes about 4 minutes (6 with Redis);
 --long runs 20s cells twice.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -69,7 +70,8 @@ at each --concurrency (closed loop) and once at --rate (open loop). Prints a tab
 	}
 	fl := cmd.Flags()
 	sc := &cfg.Scenario
-	fl.StringVar(&out, "out", "docs/bench", "directory for the results JSON (empty: none)")
+	fl.StringVar(&out, "out-dir", "docs/bench", "directory for the results JSON (empty: none)")
+	cliconf.Alias(fl, "out", "out-dir") // --out names a file in every other command
 	fl.BoolVar(&long, "long", false, "20s cells, 2s warmup, 2 rounds (about 15 minutes)")
 	fl.StringVar(&cfg.Bin, "bin", "", "orchard binary to run the proxies with (default: orchard beside this binary)")
 	fl.StringVar(&cfg.RedisServer, "redis-server", "", "redis-server binary (default: from PATH)")

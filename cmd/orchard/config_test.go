@@ -109,3 +109,31 @@ func TestProxyConfigErrors(t *testing.T) {
 		t.Fatalf("bad upstream URL: %v", err)
 	}
 }
+
+// TestDocumentedConfigFile parses the proxy config file of docs/deploy.md.
+func TestDocumentedConfigFile(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/deploy.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, _ := strings.Cut(string(doc), "A proxy config file:\n\n```yaml\n")
+	file, _, ok := strings.Cut(rest, "```")
+	if !ok {
+		t.Fatal("docs/deploy.md: no proxy config file example")
+	}
+	env := map[string]string{"VLLM_API_KEY": "sk-vllm", "SGLANG_API_KEY": "sk-sglang"}
+	cfg, err := parseProxyConfig(t, nil, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := lookupEnv
+	lookupEnv = func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	defer func() { lookupEnv = old }()
+	def, _, routes, err := cfg.upstreams()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := routes["qwen3-8b"]; def.Key != "sk-vllm" || r == nil || r.Key != "sk-sglang" || cfg.Retention.Hours() != 168 {
+		t.Fatalf("docs example: default %+v, route %+v, retention %v", def, r, cfg.Retention)
+	}
+}
