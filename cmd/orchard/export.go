@@ -86,7 +86,7 @@ func newExportCmd() *cobra.Command {
 	fl.StringVar(&f.onDrift, "on-drift", reconstruct.DriftSplit, "what to do when token ids break inside a segment: split|drop|keep")
 	addTrainerFlags(cmd, &f.trainer)
 	addRewardFlags(cmd, &f.rewards, "")
-	fl.StringVar(&f.shard, "shard", "", "export only shard I of N (I/N, 0-based; by episode id hash) and write FILE.shard.json beside --out for `export merge`")
+	fl.StringVar(&f.shard, "shard", "", "export only shard I of N (I/N, 0-based; by episode id hash) and write FILE.shard.json beside --out for export merge")
 	cmd.AddCommand(newExportMergeCmd())
 	return cmd
 }
