@@ -23,8 +23,9 @@ import (
 	"github.com/orchard-rl/orchard/internal/cliconf"
 )
 
-// envdConfig is the configuration of `orchard envd`: flags, with env
-// defaults where noted.
+// envdConfig is the configuration of `orchard envd`: flags, each also an
+// environment variable and a --config key (settings.go); the env names
+// noted are the ones that differ from ORCHARD_<FLAG>.
 type envdConfig struct {
 	Listen       string        // address; env ORCHARD_ENVD_LISTEN; default 127.0.0.1:7000
 	Backend      string        // local|kubernetes; default local
@@ -33,7 +34,7 @@ type envdConfig struct {
 	Token        string        // token clients must send to envd; env ORCHARD_ENVD_TOKEN
 	DefaultTTL   time.Duration // default 1h
 	MaxTTL       time.Duration // default 24h
-	IdleTimeout  time.Duration // default 15m
+	IdleTimeout  time.Duration // default 15m; env ORCHARD_ENVD_IDLE_TIMEOUT
 	MaxSandboxes int           // default envd.DefaultMaxSandboxes; negative = no cap
 	PrintJail    bool          // print the local jail's mounts and exit
 	Local        local.Options

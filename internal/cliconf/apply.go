@@ -21,7 +21,7 @@ type Options struct {
 // ValueError is a value from the environment or a config file that its
 // flag refused.
 type ValueError struct {
-	Source string // "ORCHARD_X" or "FILE: key"
+	Source string // "ORCHARD_X" or "config FILE: key"
 	Value  string
 	Flag   *pflag.Flag
 	Err    error // what the flag's Set returned

@@ -100,7 +100,7 @@ func (c *fileConfig) apply(f *pflag.Flag) error {
 		return nil
 	}
 	if err := setRaw(f.Value, e.raw); err != nil {
-		return &ValueError{Source: c.path + ": " + e.key, Value: scalar(e.raw), Flag: f, Err: err}
+		return &ValueError{Source: "config " + c.path + ": " + e.key, Value: scalar(e.raw), Flag: f, Err: err}
 	}
 	return nil
 }
