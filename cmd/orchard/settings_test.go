@@ -284,3 +284,30 @@ func TestHelpShowsEnv(t *testing.T) {
 		}
 	}
 }
+
+// TestOneVocabulary checks that every flag has an ORCHARD_ variable, that
+// one variable always sets a flag of one name, and that one flag name
+// reads one variable in every command, except the server settings that
+// are named for their server.
+func TestOneVocabulary(t *testing.T) {
+	t.Parallel()
+	perServer := map[string]bool{"listen": true, "idle-timeout": true}
+	// envd's --token and its clients' --envd-token are one secret: a
+	// shared environment gives both sides the same value.
+	shared := map[string]bool{"ORCHARD_ENVD_TOKEN": true}
+	flagOf := map[string]string{} // env -> flag name
+	envOf := map[string]string{}  // flag name -> env
+	for _, b := range boundFlags(t) {
+		if !strings.HasPrefix(b.env, envPrefix) {
+			t.Errorf("%v --%s reads %s, want an %s variable first", b.path, b.name, b.env, envPrefix)
+		}
+		if f, ok := flagOf[b.env]; ok && f != b.name && !shared[b.env] {
+			t.Errorf("%s sets both --%s and --%s (%v)", b.env, f, b.name, b.path)
+		}
+		flagOf[b.env] = b.name
+		if e, ok := envOf[b.name]; ok && e != b.env && !perServer[b.name] {
+			t.Errorf("--%s reads %s in one command and %s in %v", b.name, e, b.env, b.path)
+		}
+		envOf[b.name] = b.env
+	}
+}
