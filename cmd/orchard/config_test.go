@@ -1,10 +1,12 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -135,5 +137,37 @@ func TestDocumentedConfigFile(t *testing.T) {
 	}
 	if r := routes["qwen3-8b"]; def.Key != "sk-vllm" || r == nil || r.Key != "sk-sglang" || cfg.Retention.Hours() != 168 {
 		t.Fatalf("docs example: default %+v, route %+v, retention %v", def, r, cfg.Retention)
+	}
+}
+
+// TestConfigFileKeysKept parses a config file written for the parallel
+// struct that the flags replaced: every key it knew still works.
+func TestConfigFileKeysKept(t *testing.T) {
+	file := `
+listen: 127.0.0.1:9001
+upstream: http://a:1/v1
+anthropic_upstream: http://b:2
+upstream_kind: sglang
+upstream_key_env: K
+data: /d
+redis: redis://r:6379
+idle_timeout: 3m
+max_body: 1048576
+auth: none
+public_url: http://p:8080
+retention: 1h
+token_ttl: 2h
+routes: [{model: m, upstream: "http://c:3/v1"}]
+`
+	cfg, err := parseProxyConfig(t, nil, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := fmt.Sprint(cfg.Listen, cfg.Upstream, cfg.AnthropicUpstream, cfg.UpstreamKind, cfg.UpstreamKeyEnv, cfg.Data, cfg.Redis,
+		cfg.IdleTimeout, cfg.MaxBody, cfg.Auth, cfg.PublicURL, cfg.Retention, cfg.TokenTTL, len(cfg.Routes))
+	want := fmt.Sprint("127.0.0.1:9001", "http://a:1/v1", "http://b:2", "sglang", "K", "/d", "redis://r:6379",
+		3*time.Minute, int64(1<<20), "none", "http://p:8080", time.Hour, 2*time.Hour, 1)
+	if got != want {
+		t.Fatalf("config = %s\nwant     %s", got, want)
 	}
 }
