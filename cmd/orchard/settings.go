@@ -21,7 +21,8 @@ var lookupEnv = os.LookupEnv
 func addConfigFlag(root *cobra.Command) {
 	fs := root.PersistentFlags()
 	fs.String("config", "", "YAML config file; its keys are flag names (idle-timeout or idle_timeout), "+
-		"and a value there is used when neither the command line nor the flag's environment variable gives one")
+		"and a value there is used when neither the command line nor the flag's environment variable gives one; "+
+		"keys of other subcommands are skipped, so one file can serve them all")
 	cliconf.EnvOnly(fs, "config")
 	documentEnv(root)
 }
@@ -43,9 +44,21 @@ func aliasIDFlags(fs *pflag.FlagSet) {
 
 // applySettings fills every flag of cmd that the command line left unset:
 // from its environment variable, else from its key in the --config file.
+// The file may hold keys of other subcommands too, so that one file
+// serves them all; a key no subcommand has is an error.
 func applySettings(cmd *cobra.Command, lookup func(string) (string, bool)) error {
 	if cmd.DisableFlagParsing {
 		return nil // sandbox-agent parses its own flags
 	}
-	return cliconf.Apply(cmd.Flags(), cliconf.Options{Prefix: envPrefix, LookupEnv: lookup, ConfigFlag: "config"})
+	return cliconf.Apply(cmd.Flags(), cliconf.Options{Prefix: envPrefix, LookupEnv: lookup, ConfigFlag: "config",
+		Shared: allFlagSets(cmd.Root())})
+}
+
+// allFlagSets returns the flags of c and of every command below it.
+func allFlagSets(c *cobra.Command) []*pflag.FlagSet {
+	sets := []*pflag.FlagSet{c.LocalFlags()}
+	for _, sub := range c.Commands() {
+		sets = append(sets, allFlagSets(sub)...)
+	}
+	return sets
 }

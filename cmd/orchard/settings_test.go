@@ -311,3 +311,23 @@ func TestOneVocabulary(t *testing.T) {
 		envOf[b.name] = b.env
 	}
 }
+
+// TestOneConfigFile checks that one file serves every subcommand: each
+// takes its own keys and skips the others', and a typo is still an error.
+func TestOneConfigFile(t *testing.T) {
+	t.Parallel()
+	file := "data: /shared\nupstream: http://u:1/v1\nmax-sandboxes: 3\ntask-id: t\n"
+	for _, path := range [][]string{{"proxy"}, {"episodes", "list"}, {"export", "merge"}, {"envd"}, {"rollout", "plan"}} {
+		b := boundFlag{path: path, name: "config"}
+		if _, err := b.settle(t, nil, file); err != nil {
+			t.Errorf("%v: %v", path, err)
+		}
+	}
+	b := boundFlag{path: []string{"episodes", "list"}, name: "data"}
+	if got, err := b.settle(t, nil, file); err != nil || got != "/shared" {
+		t.Errorf("episodes list --data = %q, %v; want /shared", got, err)
+	}
+	if _, err := b.settle(t, nil, file+"upstrem: x\n"); err == nil || !strings.Contains(err.Error(), `unknown key "upstrem"`) {
+		t.Errorf("typo: err = %v, want unknown key", err)
+	}
+}

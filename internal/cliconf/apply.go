@@ -16,6 +16,10 @@ type Options struct {
 	// ConfigFlag names the flag holding the config file path ("" or a
 	// flag that is unset and has no environment value: no file).
 	ConfigFlag string
+	// Shared are the flags of the other commands that read the same
+	// config file: a key that is one of their flags is skipped here, so
+	// one file can serve every command. Any other key is unknown.
+	Shared []*pflag.FlagSet
 }
 
 // ValueError is a value from the environment or a config file that its

@@ -60,13 +60,17 @@ func apply(t *testing.T, env map[string]string, file string, args ...string) (*t
 		t.Fatal(err)
 	}
 	lookup := func(k string) (string, bool) { s, ok := env[k]; return s, ok }
-	return v, Apply(fs, Options{Prefix: "T_", LookupEnv: lookup, ConfigFlag: "config"})
+	other := pflag.NewFlagSet("other", pflag.ContinueOnError)
+	other.String("upstream", "", "another command's flag")
+	other.String("admin-token", "", "another command's secret")
+	EnvOnly(other, "admin-token")
+	return v, Apply(fs, Options{Prefix: "T_", LookupEnv: lookup, ConfigFlag: "config", Shared: []*pflag.FlagSet{other}})
 }
 
 func TestApplyPrecedence(t *testing.T) {
 	env := map[string]string{"T_IDLE_TIMEOUT": "2m", "T_MAX_CONNS": "9", "T_SERVER_LISTEN": "env:1",
 		"T_LISTEN": "ignored:1", "T_TASK_ID": "env-task", "T_VERBOSE": ""}
-	file := "idle_timeout: 3m\nmax-conns: 10\nn: 3\nverbose: true\nepisodes: [a, b]\ntask-id: file-task\n"
+	file := "idle_timeout: 3m\nmax-conns: 10\nn: 3\nverbose: true\nepisodes: [a, b]\ntask-id: file-task\nupstream: other-command\n"
 	v, err := apply(t, env, file, "--max-conns", "11", "--task", "cli-task")
 	if err != nil {
 		t.Fatal(err)
@@ -99,6 +103,7 @@ func TestApplyErrors(t *testing.T) {
 		{"bad env slice", "", map[string]string{"T_EPISODES": `"a`}, `T_EPISODES="\"a": invalid stringSlice for --episodes: `},
 		{"unknown key", "listne: x\n", nil, `unknown key "listne"`},
 		{"secret in file", "token_secret: s\n", nil, `key "token_secret" cannot be set in a file: use --token-secret or T_TOKEN_SECRET`},
+		{"another command's secret", "admin-token: s\n", nil, `key "admin-token" cannot be set in a file`},
 		{"renamed key", "task: x\n", nil, `key "task" was renamed: use task-id`},
 		{"two spellings", "max_conns: 1\nmax-conns: 2\n", nil, `keys "max-conns" and "max_conns" are the same setting`},
 		{"config names itself", "config: other.yaml\n", nil, `key "config" cannot be set in a file`},

@@ -41,7 +41,7 @@ func loadFile(fs *pflag.FlagSet, o Options) (*fileConfig, error) {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		if err := c.add(fs, o.Prefix, k, raw[k]); err != nil {
+		if err := c.add(fs, o, k, raw[k]); err != nil {
 			return nil, err
 		}
 	}
@@ -71,23 +71,40 @@ func readYAML(path string) (map[string]json.RawMessage, error) {
 }
 
 // add records key, spelled with dashes or underscores, after checking
-// that it names a flag that may come from a file.
-func (c *fileConfig) add(fs *pflag.FlagSet, prefix, key string, raw json.RawMessage) error {
+// that it names a flag that may come from a file: one of fs, or else one
+// of another command's, which is skipped.
+func (c *fileConfig) add(fs *pflag.FlagSet, o Options, key string, raw json.RawMessage) error {
 	name := strings.ReplaceAll(key, "_", "-")
-	f := fs.Lookup(name)
+	f, mine := lookup(fs, o.Shared, name)
 	switch {
 	case f == nil || f.Name == "help":
 		return fmt.Errorf("config %s: unknown key %q", c.path, key)
 	case f.Deprecated != "":
 		return fmt.Errorf("config %s: key %q was renamed: use %s", c.path, key, strings.TrimPrefix(f.Deprecated, "use --"))
 	case Key(f) == "":
-		return fmt.Errorf("config %s: key %q cannot be set in a file: use --%s or %s", c.path, key, f.Name, strings.Join(EnvNames(prefix, f), " or "))
+		return fmt.Errorf("config %s: key %q cannot be set in a file: use --%s or %s", c.path, key, f.Name, strings.Join(EnvNames(o.Prefix, f), " or "))
+	case !mine:
+		return nil
 	}
 	if prev, ok := c.keys[name]; ok {
 		return fmt.Errorf("config %s: keys %q and %q are the same setting", c.path, prev.key, key)
 	}
 	c.keys[name] = fileEntry{key: key, raw: raw}
 	return nil
+}
+
+// lookup finds flag name in fs, else in the first of shared that has it,
+// and reports whether it is one of fs.
+func lookup(fs *pflag.FlagSet, shared []*pflag.FlagSet, name string) (*pflag.Flag, bool) {
+	if f := fs.Lookup(name); f != nil {
+		return f, true
+	}
+	for _, s := range shared {
+		if f := s.Lookup(name); f != nil {
+			return f, false
+		}
+	}
+	return nil, false
 }
 
 // apply sets f from the file, if the file has its key.
