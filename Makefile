@@ -22,7 +22,7 @@ SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 image: ## build the OCI image without Docker: $(IMAGE_OUT)/orchard-oci (OCI layout) and $(IMAGE_OUT)/orchard-image.tar (docker load)
 	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -ldflags='-s -w -buildid=' -o $(IMAGE_OUT)/orchard-static ./cmd/orchard
 	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) run ./cmd/orchard-image --binary $(IMAGE_OUT)/orchard-static \
-		--out $(IMAGE_OUT) --ref $(IMAGE_REF) --version $(VERSION) --commit $(COMMIT)
+		--out-dir $(IMAGE_OUT) --ref $(IMAGE_REF) --version $(VERSION) --commit $(COMMIT)
 
 test: ## run every test with the race detector
 	$(GO) test -race -count=1 $(TESTFLAGS) $(PKGS)
@@ -34,7 +34,7 @@ test-k8s: ## build (once, cached) etcd + kube-apiserver + kwok, then run the Kub
 	ORCHARD_K8S_BIN=$(K8S_BIN) ORCHARD_K8S_TEST=1 $(GO) test -race -count=1 -run Kube ./envd/kube/
 
 bench: build ## load benchmark side by side (docs/bench/*.json) + package benchmarks
-	bin/orchard-bench --bin $(BIN) --out docs/bench
+	bin/orchard-bench --bin $(BIN) --out-dir docs/bench
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 200x ./proxy/ ./recorder/... ./reconstruct/ ./cmd/orchard-bench ./envd/local/ ./envd/agent/
 
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2

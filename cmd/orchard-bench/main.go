@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/orchard-rl/orchard/internal/cliconf"
 	"github.com/orchard-rl/orchard/internal/loadgen"
 )
 
@@ -50,13 +51,13 @@ client that asks for token ids and logprobs itself (the token path's floor), (c)
 the embedded store, (d) on Redis, (e) (d) with --upstream-kind vllm, (f) (c) with --upstream-kind
 vllm, at each --concurrency (closed loop) and once at --rate (open loop). With --baseline-bin, each
 selected orchard target also runs on that binary (c', f', ...) right after its original. Prints a
-table, writes --out/<time>.json, and exits 1 if any stream failed. The default run takes about 5
+table, writes --out-dir/<time>.json, and exits 1 if any stream failed. The default run takes about 5
 minutes (7 with Redis); --long runs 20s cells twice. A quick side-by-side with the previous
 commit's binary (about 3 minutes):
 
   git worktree add /tmp/base HEAD~1 && (cd /tmp/base && go build -o /tmp/orchard-base ./cmd/orchard)
   bin/orchard-bench --baseline-bin /tmp/orchard-base --targets b,b+ids,c,f --concurrency 1,8,64 \
-    --warmup 1s --duration 3s --rate 0 --out ""`,
+    --warmup 1s --duration 3s --rate 0 --out-dir ""`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if long {
@@ -76,7 +77,8 @@ commit's binary (about 3 minutes):
 	}
 	fl := cmd.Flags()
 	sc := &cfg.Scenario
-	fl.StringVar(&out, "out", "docs/bench", "directory for the results JSON (empty: none)")
+	fl.StringVar(&out, "out-dir", "docs/bench", "directory for the results JSON (empty: none)")
+	cliconf.Alias(fl, "out", "out-dir") // --out names a file in every other command
 	fl.BoolVar(&long, "long", false, "20s cells, 2s warmup, 2 rounds (about 15 minutes)")
 	fl.StringVar(&cfg.Bin, "bin", "", "orchard binary to run the proxies with (default: orchard beside this binary)")
 	fl.StringVar(&cfg.BaselineBin, "baseline-bin", "", "a second orchard binary (say, from the previous commit) to run each orchard target on as well (c', f', ...)")

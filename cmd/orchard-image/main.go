@@ -3,13 +3,15 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"os"
 	"strconv"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/orchard-rl/orchard/deploy/image"
+	"github.com/orchard-rl/orchard/internal/cliconf"
 )
 
 func main() {
@@ -20,9 +22,10 @@ func main() {
 }
 
 func run(args []string) error {
-	fs := flag.NewFlagSet("orchard-image", flag.ContinueOnError)
+	fs := pflag.NewFlagSet("orchard-image", pflag.ContinueOnError)
 	var opts image.Options
-	out := fs.String("out", "bin", "output folder (OCI layout "+image.LayoutDir+"/ and "+image.Tarball+")")
+	out := fs.String("out-dir", "bin", "output folder (OCI layout "+image.LayoutDir+"/ and "+image.Tarball+")")
+	cliconf.Alias(fs, "out", "out-dir") // --out names a file in every orchard command
 	ref := fs.String("ref", "ghcr.io/orchard-rl/orchard:latest", "image name the tarball is tagged with")
 	fs.StringVar(&opts.Binary, "binary", "", "static orchard binary (CGO_ENABLED=0, linux)")
 	fs.StringVar(&opts.Certs, "certs", "", "CA bundle (default: the build host's /etc/ssl/certs/ca-certificates.crt)")

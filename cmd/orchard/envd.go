@@ -20,12 +20,12 @@ import (
 	"github.com/orchard-rl/orchard/envd"
 	"github.com/orchard-rl/orchard/envd/kube"
 	"github.com/orchard-rl/orchard/envd/local"
+	"github.com/orchard-rl/orchard/internal/cliconf"
 )
 
-func init() { subcommands = append(subcommands, newEnvdCmd) }
-
-// envdConfig is the configuration of `orchard envd`: flags, with env
-// defaults where noted.
+// envdConfig is the configuration of `orchard envd`: flags, each also an
+// environment variable and a --config key (settings.go); the env names
+// noted are the ones that differ from ORCHARD_<FLAG>.
 type envdConfig struct {
 	Listen       string        // address; env ORCHARD_ENVD_LISTEN; default 127.0.0.1:7000
 	Backend      string        // local|kubernetes; default local
@@ -34,7 +34,7 @@ type envdConfig struct {
 	Token        string        // token clients must send to envd; env ORCHARD_ENVD_TOKEN
 	DefaultTTL   time.Duration // default 1h
 	MaxTTL       time.Duration // default 24h
-	IdleTimeout  time.Duration // default 15m
+	IdleTimeout  time.Duration // default 15m; env ORCHARD_ENVD_IDLE_TIMEOUT
 	MaxSandboxes int           // default envd.DefaultMaxSandboxes; negative = no cap
 	PrintJail    bool          // print the local jail's mounts and exit
 	Local        local.Options
@@ -42,21 +42,30 @@ type envdConfig struct {
 }
 
 func (c *envdConfig) register(fs *pflag.FlagSet) {
-	fs.StringVar(&c.Listen, "listen", envOr("ORCHARD_ENVD_LISTEN", "127.0.0.1:7000"), "address to serve the sandbox API on (env ORCHARD_ENVD_LISTEN)")
+	fs.StringVar(&c.Listen, "listen", "127.0.0.1:7000", "address to serve the sandbox API on")
 	fs.StringVar(&c.Backend, "backend", "local", "sandbox backend: local (bubblewrap) or kubernetes")
-	fs.StringVar(&c.Proxy, "proxy", envOr("ORCHARD_PROXY_URL", ""), "recording proxy base URL; sandboxes with an episode get its credentials (env ORCHARD_PROXY_URL)")
-	fs.StringVar(&c.AdminToken, "admin-token", envOr("ORCHARD_ADMIN_TOKEN", ""), "proxy admin token for the episode API (env ORCHARD_ADMIN_TOKEN)")
-	fs.StringVar(&c.Token, "token", envOr("ORCHARD_ENVD_TOKEN", ""), "bearer token clients must send (env ORCHARD_ENVD_TOKEN; empty: one is generated and logged on a loopback address, required on any other)")
+	fs.StringVar(&c.Proxy, "proxy", "", "recording proxy base URL; sandboxes with an episode get its credentials")
+	fs.StringVar(&c.AdminToken, "admin-token", "", "proxy admin token for the episode API")
+	fs.StringVar(&c.Token, "token", "", "bearer token clients must send (empty: one is generated and logged on a loopback address, required on any other)")
 	fs.DurationVar(&c.DefaultTTL, "default-ttl", time.Hour, "lifetime of sandboxes whose spec gives no ttl")
 	fs.DurationVar(&c.MaxTTL, "max-ttl", 24*time.Hour, "largest ttl a spec may ask for")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", 15*time.Minute, "reap sandboxes without requests for this long")
 	fs.IntVar(&c.MaxSandboxes, "max-sandboxes", envd.DefaultMaxSandboxes, "cap on live sandboxes (negative: none)")
 	fs.BoolVar(&c.PrintJail, "print-jail", false, "local backend: print the mounts of a default sandbox's jail and exit")
-	fs.StringVar(&c.Local.StateDir, "state-dir", envOr("ORCHARD_ENVD_STATE", ""), "local backend: state directory (default $TMPDIR/orchard-envd; env ORCHARD_ENVD_STATE)")
+	fs.StringVar(&c.Local.StateDir, "state-dir", "", "local backend: state directory (default $TMPDIR/orchard-envd)")
 	fs.StringVar(&c.Local.Network, "network", envd.NetworkProxy, "default sandbox network: proxy (loopback plus the episode's model routes, bridged by envd), none, or host (everything the host reaches)")
 	fs.StringVar(&c.Local.CgroupParent, "cgroup-parent", "orchard-envd", `local backend: parent cgroup name ("-" disables cgroups)`)
 	fs.BoolVar(&c.Local.NoUserNS, "no-userns", false, "local backend: do not use a user namespace")
 	c.Kube.register(fs)
+	// envd often shares an environment with the proxy: its own server
+	// settings get their own names.
+	cliconf.SetEnv(fs, "listen", "ORCHARD_ENVD_LISTEN")
+	cliconf.SetEnv(fs, "idle-timeout", "ORCHARD_ENVD_IDLE_TIMEOUT")
+	cliconf.SetEnv(fs, "token", "ORCHARD_ENVD_TOKEN")
+	cliconf.SetEnv(fs, "state-dir", "ORCHARD_ENVD_STATE")
+	cliconf.SetEnv(fs, "proxy", "ORCHARD_PROXY_URL")
+	cliconf.EnvOnly(fs, "token")
+	cliconf.EnvOnly(fs, "admin-token")
 }
 
 func newEnvdCmd() *cobra.Command {
@@ -153,14 +162,16 @@ type kubeFlags struct {
 }
 
 func (k *kubeFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&k.kubeconfig, "kubeconfig", envOr("KUBECONFIG", ""), "kubernetes backend: kubeconfig file (default: in-cluster config; env KUBECONFIG)")
-	fs.StringVar(&k.namespace, "namespace", envOr("ORCHARD_ENVD_NAMESPACE", "orchard-sandboxes"), "kubernetes backend: namespace of sandbox pods (env ORCHARD_ENVD_NAMESPACE)")
-	fs.StringVar(&k.agentImage, "agent-image", envOr("ORCHARD_AGENT_IMAGE", ""), "kubernetes backend: image with a static orchard binary at /orchard (env ORCHARD_AGENT_IMAGE)")
+	fs.StringVar(&k.kubeconfig, "kubeconfig", "", "kubernetes backend: kubeconfig file (default: in-cluster config)")
+	fs.StringVar(&k.namespace, "namespace", "orchard-sandboxes", "kubernetes backend: namespace of sandbox pods")
+	fs.StringVar(&k.agentImage, "agent-image", "", "kubernetes backend: image with a static orchard binary at /orchard")
 	fs.StringVar(&k.runtimeClass, "runtime-class", "", "kubernetes backend: runtimeClassName of sandbox pods (gVisor, Kata)")
 	fs.StringVar(&k.owner, "owner", "envd", "kubernetes backend: owner label value; the orphan sweep only touches pods with it")
 	fs.IntVar(&k.warmSize, "warm-pool", 0, "kubernetes backend: ready pods kept per pod template (0: no warm pool)")
 	fs.StringVar(&k.warmImage, "warm-image", "", "kubernetes backend: image to pre-warm at start (with --warm-pool)")
 	fs.StringVar(&k.execVia, "exec-via", kube.ExecViaAuto, "kubernetes backend: how execs reach a pod: auto (the agent on the pod IP, the API server's pods/exec when the agent cannot be reached), agent, apiserver")
+	cliconf.SetEnv(fs, "kubeconfig", "ORCHARD_KUBECONFIG", "KUBECONFIG")
+	cliconf.SetEnv(fs, "namespace", "ORCHARD_ENVD_NAMESPACE")
 }
 
 // backend connects to the API server and starts the Kubernetes backend.

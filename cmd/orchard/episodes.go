@@ -17,8 +17,6 @@ import (
 	"github.com/orchard-rl/orchard/recorder"
 )
 
-func init() { subcommands = append(subcommands, newEpisodesCmd) }
-
 func newEpisodesCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "episodes",
@@ -62,8 +60,9 @@ func newEpisodesListCmd() *cobra.Command {
 	}
 	addStoreFlags(cmd, &sf)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line")
-	cmd.Flags().StringVar(&f.TaskID, "task", "", "only episodes of this task id")
-	cmd.Flags().StringVar(&f.GroupID, "group", "", "only episodes of this group id")
+	cmd.Flags().StringVar(&f.TaskID, "task-id", "", "only episodes of this task id")
+	cmd.Flags().StringVar(&f.GroupID, "group-id", "", "only episodes of this group id")
+	aliasIDFlags(cmd.Flags())
 	cmd.Flags().StringVar(&f.Status, "status", "", "only episodes with this status")
 	cmd.Flags().IntVar(&f.Limit, "limit", 0, "at most this many episodes (0: all)")
 	return cmd

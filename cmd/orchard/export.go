@@ -23,8 +23,6 @@ import (
 	"github.com/orchard-rl/orchard/rl/value"
 )
 
-func init() { subcommands = append(subcommands, newExportCmd) }
-
 // exportFlags are the flags of `orchard export`.
 type exportFlags struct {
 	store    storeFlags
@@ -40,6 +38,7 @@ type exportFlags struct {
 	onDrift  string
 	trainer  trainerFlags
 	rewards  rewardFlags
+	value    valueFlags
 	shard    string
 }
 
@@ -74,10 +73,11 @@ func newExportCmd() *cobra.Command {
 	addStoreFlags(cmd, &f.store)
 	fl := cmd.Flags()
 	fl.StringVar(&f.format, "format", reconstruct.FormatTrajectories, "output format: "+strings.Join(reconstruct.Formats, "|")+"|"+value.Format+"|ca-sft (ca-sft needs --rewards)")
-	registerValueFlags(fl)
+	f.value.register(fl)
 	fl.StringVar(&f.out, "out", "", "output file (.jsonl, .jsonl.zst or .parquet), or - for stdout (default stdout; discarded with --check)")
-	fl.StringVar(&f.task, "task", "", "only episodes of this task id")
-	fl.StringVar(&f.group, "group", "", "only episodes of this group id")
+	fl.StringVar(&f.task, "task-id", "", "only episodes of this task id")
+	fl.StringVar(&f.group, "group-id", "", "only episodes of this group id")
+	aliasIDFlags(fl)
 	fl.StringVar(&f.status, "status", "", "only episodes with this status (running|success|failure|error|timeout)")
 	fl.StringVar(&f.since, "since", "", "only episodes created at or after this time (RFC 3339) or this long ago (Go duration, e.g. 24h)")
 	fl.StringSliceVar(&f.episodes, "episodes", nil, "export exactly these episode ids, in this order (comma-separated)")
@@ -86,7 +86,7 @@ func newExportCmd() *cobra.Command {
 	fl.StringVar(&f.onDrift, "on-drift", reconstruct.DriftSplit, "what to do when token ids break inside a segment: split|drop|keep")
 	addTrainerFlags(cmd, &f.trainer)
 	addRewardFlags(cmd, &f.rewards, "")
-	fl.StringVar(&f.shard, "shard", "", "export only shard I of N (I/N, 0-based; by episode id hash) and write FILE.shard.json beside --out for `export merge`")
+	fl.StringVar(&f.shard, "shard", "", "export only shard I of N (I/N, 0-based; by episode id hash) and write FILE.shard.json beside --out for export merge")
 	cmd.AddCommand(newExportMergeCmd())
 	return cmd
 }
@@ -187,7 +187,7 @@ func runExport(cmd *cobra.Command, f *exportFlags) error {
 	qs := &quarantineSource{Store: src}
 	st, shardMan, err := exportSelection(cmd.Context(), qs, out, f, opts, func(ctx context.Context, src reconstruct.Source, w io.Writer, opts reconstruct.Options) (reconstruct.Stats, error) {
 		if opts.Format == value.Format {
-			return exportSamples(ctx, src, w, opts)
+			return f.value.exportSamples(ctx, src, w, opts)
 		}
 		return f.rewards.export(cmd, src, w, opts)
 	})

@@ -10,18 +10,20 @@ import (
 	"github.com/orchard-rl/orchard/rl/value"
 )
 
-// valueMaxObservation is --value-max-observation of `orchard export`.
-var valueMaxObservation int
+// valueFlags are the flags of `orchard export --format value`.
+type valueFlags struct {
+	maxObservation int
+}
 
-func registerValueFlags(fl *pflag.FlagSet) {
-	fl.IntVar(&valueMaxObservation, "value-max-observation", 0, "format value: cut tool and user messages longer than this many bytes to head and tail (0: keep whole)")
+func (v *valueFlags) register(fl *pflag.FlagSet) {
+	fl.IntVar(&v.maxObservation, "value-max-observation", 0, "format value: cut tool and user messages longer than this many bytes to head and tail (0: keep whole)")
 }
 
 // exportSamples runs the export of opts.Format: value pairs, or one of
 // reconstruct's sample formats.
-func exportSamples(ctx context.Context, src reconstruct.Source, w io.Writer, opts reconstruct.Options) (reconstruct.Stats, error) {
+func (v *valueFlags) exportSamples(ctx context.Context, src reconstruct.Source, w io.Writer, opts reconstruct.Options) (reconstruct.Stats, error) {
 	if opts.Format == value.Format {
-		return value.Export(ctx, src, w, opts, value.Options{MaxObservation: valueMaxObservation})
+		return value.Export(ctx, src, w, opts, value.Options{MaxObservation: v.maxObservation})
 	}
 	return reconstruct.Export(ctx, src, w, opts)
 }

@@ -11,8 +11,6 @@ import (
 	"github.com/orchard-rl/orchard/recorder"
 )
 
-func init() { subcommands = append(subcommands, newGCCmd) }
-
 func newGCCmd() *cobra.Command {
 	var sf storeFlags
 	var olderThan time.Duration

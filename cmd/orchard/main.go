@@ -39,13 +39,23 @@ func newRootCmd() *cobra.Command {
 		Short:         "Record agent harness model calls and turn them into RL training data",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return applySettings(cmd, lookupEnv)
+		},
 	}
-	for _, add := range subcommands {
-		root.AddCommand(add())
-	}
+	root.AddCommand(
+		newProxyCmd(),
+		newEpisodesCmd(),
+		newExportCmd(),
+		newRewardsCmd(),
+		newRerankCmd(),
+		newGCCmd(),
+		newViewCmd(),
+		newEnvdCmd(),
+		newRunCmd(),
+		newRolloutCmd(),
+		newSandboxAgentCmd(),
+	)
+	addConfigFlag(root)
 	return root
 }
-
-// subcommands is filled by each subcommand's file in an init func, so that
-// the files stay independent of each other.
-var subcommands []func() *cobra.Command

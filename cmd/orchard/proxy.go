@@ -24,11 +24,8 @@ import (
 	lin "github.com/orchard-rl/orchard/recorder/lineage"
 )
 
-func init() { subcommands = append(subcommands, newProxyCmd) }
-
 func newProxyCmd() *cobra.Command {
 	var cfg proxyConfig
-	var configPath string
 	cmd := &cobra.Command{
 		Use:   "proxy",
 		Short: "Run the recording proxy in front of an inference server",
@@ -37,16 +34,10 @@ or ANTHROPIC_BASE_URL=http://HOST/e/EPISODE; every model call is forwarded untou
 --upstream and recorded under its episode in the store (--data, or --redis).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if configPath != "" {
-				if err := cfg.applyFile(cmd.Flags(), configPath); err != nil {
-					return err
-				}
-			}
 			return runProxy(cmd.Context(), &cfg, slog.New(slog.NewTextHandler(os.Stderr, nil)), nil)
 		},
 	}
 	cfg.register(cmd.Flags())
-	cmd.Flags().StringVar(&configPath, "config", "", "YAML config file (flags win over it; it wins over the environment)")
 	return cmd
 }
 

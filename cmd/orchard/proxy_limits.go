@@ -23,8 +23,8 @@ type serverLimits struct {
 }
 
 func (l *serverLimits) register(fs *pflag.FlagSet) {
-	fs.StringVar(&l.SpillDir, "spill-dir", envOr("ORCHARD_SPILL_DIR", ""),
-		"directory of the local spill file, locked by one proxy at a time (default: DATA/spill, inside --data, also with --redis; env ORCHARD_SPILL_DIR)")
+	fs.StringVar(&l.SpillDir, "spill-dir", "",
+		"directory of the local spill file, locked by one proxy at a time (default: DATA/spill, inside --data, also with --redis)")
 	fs.DurationVar(&l.HeaderTimeout, "header-timeout", 30*time.Second, "close a connection whose request headers take longer than this")
 	fs.DurationVar(&l.BodyTimeout, "body-timeout", 5*time.Minute, "answer 408 to a model call whose request body takes longer than this to arrive (never applies to the response stream)")
 	fs.DurationVar(&l.ConnIdle, "conn-idle-timeout", 2*time.Minute, "close a keep-alive connection idle for this long between requests")
@@ -58,7 +58,7 @@ func spillDir(cfg *proxyConfig) string {
 	if cfg.SpillDir != "" {
 		return cfg.SpillDir
 	}
-	if d := envOr("ORCHARD_SPILL_DIR", ""); d != "" { // a Config built in code
+	if d, _ := lookupEnv("ORCHARD_SPILL_DIR"); d != "" { // a Config built in code
 		return d
 	}
 	data := cfg.Data

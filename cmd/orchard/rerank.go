@@ -9,13 +9,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/orchard-rl/orchard/internal/cliconf"
 	"github.com/orchard-rl/orchard/reconstruct"
 	"github.com/orchard-rl/orchard/recorder"
 	"github.com/orchard-rl/orchard/rl/rewards"
 	"github.com/orchard-rl/orchard/rl/score"
 )
-
-func init() { subcommands = append(subcommands, newRerankCmd) }
 
 // rerankFlags are the flags of `orchard rerank` and `rerank eval`.
 type rerankFlags struct {
@@ -33,12 +32,14 @@ func (f *rerankFlags) register(cmd *cobra.Command) {
 	addStoreFlags(cmd, &f.store)
 	fl := cmd.Flags()
 	fl.StringVar(&f.scorer, "scorer", "http", "scorer: http (a value-model server), judge (an OpenAI-compatible chat model) or rules (the built-in reward rules' totals)")
-	fl.StringVar(&f.url, "scorer-url", envOr("ORCHARD_SCORER_URL", ""), "http: the scoring endpoint; judge: the model's base URL, e.g. http://host:8000/v1 (env ORCHARD_SCORER_URL)")
-	fl.StringVar(&f.token, "scorer-token", envOr("ORCHARD_SCORER_TOKEN", ""), "bearer token sent to the scorer (env ORCHARD_SCORER_TOKEN)")
+	fl.StringVar(&f.url, "scorer-url", "", "http: the scoring endpoint; judge: the model's base URL, e.g. http://host:8000/v1")
+	fl.StringVar(&f.token, "scorer-token", "", "bearer token sent to the scorer")
+	cliconf.EnvOnly(fl, "scorer-token")
 	fl.StringVar(&f.model, "judge-model", "", "judge: the model name")
 	fl.DurationVar(&f.timeout, "scorer-timeout", 60*time.Second, "time limit of one candidate's score")
-	fl.StringVar(&f.task, "task", "", "only candidates of this task id")
-	fl.StringVar(&f.group, "group", "", "only candidates of this group id")
+	fl.StringVar(&f.task, "task-id", "", "only candidates of this task id")
+	fl.StringVar(&f.group, "group-id", "", "only candidates of this group id")
+	aliasIDFlags(fl)
 	fl.StringVar(&f.onError, "on-error", "stop", "when a candidate cannot be scored: stop (exit 1), skip (leave it out) or zero (score it 0)")
 }
 

@@ -13,8 +13,6 @@ import (
 	"github.com/orchard-rl/orchard/rl/rules"
 )
 
-func init() { subcommands = append(subcommands, newRewardsCmd) }
-
 // rewardFlags are the scoring flags of `export` and `rewards explain`.
 type rewardFlags struct {
 	rules     string // "" when scoring is off (export only)

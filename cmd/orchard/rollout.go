@@ -16,8 +16,6 @@ import (
 	"github.com/orchard-rl/orchard/rl/rollout"
 )
 
-func init() { subcommands = append(subcommands, newRolloutCmd) }
-
 func newRolloutCmd() *cobra.Command {
 	var f sandboxFlags
 	var tasksPath, outPath string

@@ -17,10 +17,9 @@ import (
 
 	"github.com/orchard-rl/orchard/envd/client"
 	"github.com/orchard-rl/orchard/envd/local"
+	"github.com/orchard-rl/orchard/internal/cliconf"
 	"github.com/orchard-rl/orchard/rl/rollout"
 )
-
-func init() { subcommands = append(subcommands, newRunCmd) }
 
 // sandboxFlags pick the envd to use (a remote one, or an embedded local
 // one) and shape the sandboxes; run and rollout share them.
@@ -34,10 +33,10 @@ type sandboxFlags struct {
 
 func (f *sandboxFlags) register(fs *pflag.FlagSet) {
 	d := rollout.Defaults()
-	fs.StringVar(&f.envdURL, "envd", envOr("ORCHARD_ENVD_URL", ""), "envd base URL (env ORCHARD_ENVD_URL; default: an embedded local envd)")
-	fs.StringVar(&f.envdToken, "envd-token", envOr("ORCHARD_ENVD_TOKEN", ""), "envd bearer token (env ORCHARD_ENVD_TOKEN)")
-	fs.StringVar(&f.proxy, "proxy", envOr("ORCHARD_PROXY_URL", ""), "embedded envd: recording proxy base URL that opens the episodes (env ORCHARD_PROXY_URL)")
-	fs.StringVar(&f.adminToken, "admin-token", envOr("ORCHARD_ADMIN_TOKEN", ""), "embedded envd: proxy admin token (env ORCHARD_ADMIN_TOKEN)")
+	fs.StringVar(&f.envdURL, "envd", "", "envd base URL (default: an embedded local envd)")
+	fs.StringVar(&f.envdToken, "envd-token", "", "envd bearer token")
+	fs.StringVar(&f.proxy, "proxy", "", "embedded envd: recording proxy base URL that opens the episodes")
+	fs.StringVar(&f.adminToken, "admin-token", "", "embedded envd: proxy admin token")
 	fs.StringVar(&f.stateDir, "state-dir", "", "embedded envd: state directory (default $TMPDIR/orchard-envd)")
 	fs.StringVar(&f.opts.Image, "image", d.Image, "sandbox image (local: an OCI image layout, a docker save tarball or a root filesystem directory; default a minimal read-only root from the host's system directories)")
 	fs.StringVar(&f.opts.Workdir, "workdir", d.Workdir, "sandbox work directory; the task directory is copied here")
@@ -47,6 +46,11 @@ func (f *sandboxFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.opts.VerifierTimeout, "verifier-timeout", d.VerifierTimeout, "verifier time limit")
 	fs.StringVar(&f.opts.Verifier, "verifier", d.Verifier, `shell command run after the harness; its last stdout line, if a number, is the reward, else exit 0 means 1 and anything else 0`)
 	fs.BoolVar(&f.opts.NoEpisode, "no-episode", false, "do not open an episode (no proxy wiring)")
+	cliconf.SetEnv(fs, "envd", "ORCHARD_ENVD_URL")
+	cliconf.SetEnv(fs, "proxy", "ORCHARD_PROXY_URL")
+	cliconf.SetEnv(fs, "state-dir", "ORCHARD_ENVD_STATE")
+	cliconf.EnvOnly(fs, "envd-token")
+	cliconf.EnvOnly(fs, "admin-token")
 }
 
 // runner returns a runner of harness on envd c, harness output to out.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"log/slog"
 	"os"
 
@@ -8,8 +9,6 @@ import (
 
 	"github.com/orchard-rl/orchard/envd/agent"
 )
-
-func init() { subcommands = append(subcommands, newSandboxAgentCmd) }
 
 func newSandboxAgentCmd() *cobra.Command {
 	return &cobra.Command{
@@ -20,11 +19,16 @@ func newSandboxAgentCmd() *cobra.Command {
 <original entrypoint>", copied in by an init container running "orchard sandbox-agent --install".
 As PID 1 (or with --init) it becomes a minimal init: it runs the agent again as its child, forwards
 signals to it, reaps orphaned processes, and exits with the agent's status.
-Flags: --listen, --listen-fd, --workdir, --token-env (default ORCHARD_AGENT_TOKEN), --install,
---default-timeout, --init.`,
+Its flags have no environment variables: its environment is the sandbox image's.
+
+Agent flags:
+` + agent.FlagUsages(),
 		DisableFlagParsing: true, // the agent parses its own flags, shared with the tests
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := agent.ParseArgs(args)
+			if errors.Is(err, agent.ErrHelp) {
+				return cmd.Help()
+			}
 			if err != nil {
 				return err
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/orchard-rl/orchard/internal/cliconf"
 	"github.com/orchard-rl/orchard/recorder"
 	"github.com/orchard-rl/orchard/recorder/embedded"
 	lin "github.com/orchard-rl/orchard/recorder/lineage"
@@ -24,8 +25,9 @@ type storeFlags struct {
 
 // addStoreFlags registers --data and --redis on cmd.
 func addStoreFlags(cmd *cobra.Command, f *storeFlags) {
-	cmd.Flags().StringVar(&f.data, "data", envOr("ORCHARD_DATA", "./orchard-data"), "embedded store directory (env ORCHARD_DATA)")
-	cmd.Flags().StringVar(&f.redis, "redis", envOr("ORCHARD_REDIS_URL", ""), "Redis URL (redis://, rediss://, or redis+cluster://host1,host2); overrides --data (env ORCHARD_REDIS_URL)")
+	cmd.Flags().StringVar(&f.data, "data", "./orchard-data", "embedded store directory")
+	cmd.Flags().StringVar(&f.redis, "redis", "", "Redis URL (redis://, rediss://, or redis+cluster://host1,host2); overrides --data")
+	cliconf.SetEnv(cmd.Flags(), "redis", "ORCHARD_REDIS_URL")
 }
 
 // openReadStore opens the configured store for reading; it never locks out a

@@ -12,10 +12,9 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/orchard-rl/orchard/internal/cliconf"
 	"github.com/orchard-rl/orchard/reconstruct/viewer"
 )
-
-func init() { subcommands = append(subcommands, newViewCmd) }
 
 // viewConfig is `orchard view`'s configuration.
 type viewConfig struct {
@@ -74,9 +73,11 @@ rollouts side by side. It reads the store live, while a proxy writes it.`,
 		},
 	}
 	addStoreFlags(cmd, &sf)
-	cmd.Flags().StringVar(&cfg.Listen, "listen", envOr("ORCHARD_VIEW_LISTEN", "127.0.0.1:7070"), "address to serve the viewer on (env ORCHARD_VIEW_LISTEN)")
-	cmd.Flags().StringVar(&cfg.Auth, "auth", envOr("ORCHARD_AUTH", "none"), "none, or required: every page needs the admin token (env ORCHARD_AUTH)")
-	cmd.Flags().StringVar(&cfg.AdminToken, "admin-token", envOr("ORCHARD_ADMIN_TOKEN", ""), "admin token the viewer requires with --auth required (env ORCHARD_ADMIN_TOKEN)")
+	cmd.Flags().StringVar(&cfg.Listen, "listen", "127.0.0.1:7070", "address to serve the viewer on")
+	cmd.Flags().StringVar(&cfg.Auth, "auth", "none", "none, or required: every page needs the admin token")
+	cmd.Flags().StringVar(&cfg.AdminToken, "admin-token", "", "admin token the viewer requires with --auth required")
+	cliconf.SetEnv(cmd.Flags(), "listen", "ORCHARD_VIEW_LISTEN")
+	cliconf.EnvOnly(cmd.Flags(), "admin-token")
 	return cmd
 }
 

@@ -3,9 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -46,28 +44,6 @@ type Config struct {
 	// child and reaps orphans (see [RunInit]), as it does anyway when it
 	// is PID 1.
 	Init bool
-}
-
-// ParseArgs reads the agent's flags (kebab-case, stdlib flag syntax);
-// arguments after "--" are the entrypoint.
-func ParseArgs(args []string) (Config, error) {
-	var c Config
-	fs := flag.NewFlagSet("sandbox-agent", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.StringVar(&c.Listen, "listen", ":7070", `address to serve on: "host:port" or "unix:/path"`)
-	fs.IntVar(&c.ListenFD, "listen-fd", 0, "serve on this inherited listening socket instead")
-	fs.StringVar(&c.Workdir, "workdir", "", "default working directory of commands (default: current directory)")
-	fs.StringVar(&c.TokenEnv, "token-env", "ORCHARD_AGENT_TOKEN", "env variable with the bearer token clients must send")
-	fs.StringVar(&c.Install, "install", "", "copy this binary to the given path and exit")
-	fs.DurationVar(&c.DefaultTimeout, "default-timeout", 10*time.Minute, "timeout of commands that give none")
-	fs.StringVar(&c.EgressListen, "egress-listen", "", "forward TCP connections on this address to --egress-socket")
-	fs.StringVar(&c.EgressSocket, "egress-socket", "", "the Unix socket --egress-listen forwards to")
-	fs.BoolVar(&c.Init, "init", false, "run as a reaping init with the agent as its child (automatic when PID 1)")
-	if err := fs.Parse(args); err != nil {
-		return c, fmt.Errorf("sandbox-agent flags: %w", err)
-	}
-	c.Entrypoint = fs.Args()
-	return c, nil
 }
 
 // Run serves the agent until ctx is done, then kills every running exec.

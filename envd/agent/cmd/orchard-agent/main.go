@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -26,6 +27,9 @@ func main() {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	cfg, err := agent.ParseArgs(args)
 	switch {
+	case errors.Is(err, agent.ErrHelp):
+		fmt.Print("Usage: orchard-agent [flags] [-- ENTRYPOINT...]\n\n" + agent.FlagUsages())
+		return
 	case err == nil && agent.ShouldInit(cfg, os.LookupEnv):
 		var code int
 		if code, err = agent.RunInit(cfg, logger); err == nil {
