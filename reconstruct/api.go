@@ -25,7 +25,7 @@ type codec struct {
 	completion func([]byte) ([]Message, error)
 }
 
-var codecs = map[string]codec{
+var codecs = map[recorder.API]codec{
 	apiChat:        {decodeChatRequest, encodeChatRequest, decodeChatCompletion},
 	apiCompletions: {decodeCompletionsRequest, encodeCompletionsRequest, decodeCompletionsCompletion},
 	apiResponses:   {decodeResponsesRequest, encodeResponsesRequest, decodeResponsesCompletion},
@@ -33,7 +33,7 @@ var codecs = map[string]codec{
 }
 
 // Supported reports whether calls of api can be reconstructed.
-func Supported(api string) bool {
+func Supported(api recorder.API) bool {
 	_, ok := codecs[api]
 	return ok
 }
@@ -44,7 +44,7 @@ var ErrInvalidJSON = errors.New("invalid JSON")
 // DecodeRequest decodes a request body of api (a recorder API name) into
 // its canonical conversation. The result shares memory with body, which
 // must not be modified while the result is in use.
-func DecodeRequest(api string, body []byte) (*Conversation, error) {
+func DecodeRequest(api recorder.API, body []byte) (*Conversation, error) {
 	c, ok := codecs[api]
 	if !ok {
 		return nil, fmt.Errorf("%s: %w", api, ErrUnsupportedAPI)
@@ -75,7 +75,7 @@ func EncodeRequest(conv *Conversation) (json.RawMessage, error) {
 // non-streaming response object of api: the assistant message of choice 0
 // (chat), the choice's text (completions), the output items (Responses),
 // or the message (Anthropic).
-func DecodeCompletion(api string, response []byte) ([]Message, error) {
+func DecodeCompletion(api recorder.API, response []byte) ([]Message, error) {
 	c, ok := codecs[api]
 	if !ok {
 		return nil, fmt.Errorf("%s: %w", api, ErrUnsupportedAPI)

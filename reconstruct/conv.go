@@ -2,6 +2,8 @@ package reconstruct
 
 import (
 	"encoding/json"
+
+	"github.com/orchard-rl/orchard/recorder"
 )
 
 // Conversation is the canonical form of one model request: what the model
@@ -12,7 +14,7 @@ import (
 // maps and in [Conversation.Params].
 type Conversation struct {
 	// API is the recorder API name the request was decoded from.
-	API string
+	API recorder.API
 	// System is the top-level instruction block (Anthropic `system`,
 	// Responses `instructions`); nil when the request has none. Chat
 	// completions carry system and developer prompts as messages instead.

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/orchard-rl/orchard/recorder"
 )
 
 // fixtureRequest is one line of testdata/harness-requests/*.jsonl.
@@ -15,7 +17,7 @@ type fixtureRequest struct {
 	Body json.RawMessage `json:"body"`
 }
 
-var fixtureAPIs = map[string]string{
+var fixtureAPIs = map[string]recorder.API{
 	"/v1/chat/completions": apiChat,
 	"/v1/responses":        apiResponses,
 	"/v1/messages":         apiMessages,

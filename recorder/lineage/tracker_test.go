@@ -18,7 +18,7 @@ func TestObserveSkips(t *testing.T) {
 	if l, ok := tr.Observe(nil); ok || l != (recorder.Lineage{}) {
 		t.Errorf("Observe(nil) = %+v, %v, want zero, false", l, ok)
 	}
-	for _, api := range []string{recorder.APICountTokens, recorder.APIEmbeddings, recorder.APIModels, ""} {
+	for _, api := range []recorder.API{recorder.APICountTokens, recorder.APIEmbeddings, recorder.APIModels, ""} {
 		c := tokCall("x", seq(0, 10), nil)
 		c.API = api
 		if l, ok := tr.Observe(c); ok || l != (recorder.Lineage{}) {
@@ -52,7 +52,7 @@ func TestObserveWithoutData(t *testing.T) {
 	// No token ids and a request that is not JSON: still a kind, never root
 	// after the first call.
 	tr := NewTracker(Options{})
-	for i, want := range []string{recorder.LineageRoot, recorder.LineageFork} {
+	for i, want := range []recorder.LineageKind{recorder.LineageRoot, recorder.LineageFork} {
 		c := &recorder.Call{EpisodeID: "e", CallID: fmt.Sprint(i), API: recorder.APIMessages, Request: []byte(`"raw"`), RequestRaw: true}
 		if l, ok := tr.Observe(c); !ok || l.Kind != want {
 			t.Errorf("call %d = %+v, %v, want %s", i, l, ok, want)
@@ -63,7 +63,7 @@ func TestObserveWithoutData(t *testing.T) {
 func TestMaxEpisodes(t *testing.T) {
 	tr := NewTracker(Options{MaxEpisodes: 2})
 	first := func(ep string) { tr.Observe(inEpisode(ep, tokCall(ep+"1", seq(0, 10), seq(10, 5)))) }
-	second := func(ep string) string {
+	second := func(ep string) recorder.LineageKind {
 		l, _ := tr.Observe(inEpisode(ep, tokCall(ep+"2", seq(0, 20), nil)))
 		return l.Kind
 	}
@@ -103,7 +103,7 @@ func TestObserveKeepsNoReferences(t *testing.T) {
 func TestConcurrent(t *testing.T) {
 	tr := NewTracker(Options{MaxEpisodes: 64})
 	var wg sync.WaitGroup
-	kinds := make([][]string, 8)
+	kinds := make([][]recorder.LineageKind, 8)
 	for g := range 8 {
 		wg.Go(func() {
 			ep := fmt.Sprintf("ep%d", g)
