@@ -21,15 +21,14 @@ var ErrUnsupportedAPI = errors.New("api carries no conversation")
 
 type codec struct {
 	decode     func([]byte) (*Conversation, error)
-	encode     func(*Conversation) (json.RawMessage, error)
 	completion func([]byte) ([]Message, error)
 }
 
 var codecs = map[recorder.API]codec{
-	apiChat:        {decodeChatRequest, encodeChatRequest, decodeChatCompletion},
-	apiCompletions: {decodeCompletionsRequest, encodeCompletionsRequest, decodeCompletionsCompletion},
-	apiResponses:   {decodeResponsesRequest, encodeResponsesRequest, decodeResponsesCompletion},
-	apiMessages:    {decodeMessagesRequest, encodeMessagesRequest, decodeMessagesCompletion},
+	apiChat:        {decodeChatRequest, decodeChatCompletion},
+	apiCompletions: {decodeCompletionsRequest, decodeCompletionsCompletion},
+	apiResponses:   {decodeResponsesRequest, decodeResponsesCompletion},
+	apiMessages:    {decodeMessagesRequest, decodeMessagesCompletion},
 }
 
 // Supported reports whether calls of api can be reconstructed.
@@ -57,18 +56,6 @@ func DecodeRequest(api recorder.API, body []byte) (*Conversation, error) {
 		return nil, fmt.Errorf("decode %s request: %w", api, err)
 	}
 	return conv, nil
-}
-
-// EncodeRequest writes conv back as a request body of conv.API. For a
-// conversation returned by [DecodeRequest] the result is the same JSON
-// document as the decoded body, up to object key order and insignificant
-// white space.
-func EncodeRequest(conv *Conversation) (json.RawMessage, error) {
-	c, ok := codecs[conv.API]
-	if !ok {
-		return nil, fmt.Errorf("%s: %w", conv.API, ErrUnsupportedAPI)
-	}
-	return c.encode(conv)
 }
 
 // DecodeCompletion returns the messages the model generated, read from a

@@ -8,10 +8,10 @@ import (
 
 // Conversation is the canonical form of one model request: what the model
 // was asked, independent of which of the four recorded APIs carried it.
-// Decoding a request with [DecodeRequest] and encoding it again with
-// [EncodeRequest] reproduces the same JSON document (object key order
-// aside): fields the model does not name are kept verbatim in the Extra
-// maps and in [Conversation.Params].
+// [DecodeRequest] loses nothing: fields the model does not name are kept
+// verbatim in the Extra maps and in [Conversation.Params], so the request
+// can be written back as the same JSON document (object key order aside),
+// which the package's tests do for every API.
 type Conversation struct {
 	// API is the recorder API name the request was decoded from.
 	API recorder.API

@@ -27,7 +27,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		if err != nil {
 			return
 		}
-		enc, err := EncodeRequest(conv)
+		enc, err := encodeRequest(conv)
 		if err != nil {
 			return
 		}
@@ -35,7 +35,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-decode of %s: %v", enc, err)
 		}
-		enc2, err := EncodeRequest(conv2)
+		enc2, err := encodeRequest(conv2)
 		if err != nil {
 			t.Fatalf("re-encode: %v", err)
 		}

@@ -80,9 +80,9 @@ func TestRoundTripFixtures(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s:%d DecodeRequest: %v", file, i, err)
 			}
-			got, err := EncodeRequest(conv)
+			got, err := encodeRequest(conv)
 			if err != nil {
-				t.Fatalf("%s:%d EncodeRequest: %v", file, i, err)
+				t.Fatalf("%s:%d encodeRequest: %v", file, i, err)
 			}
 			if !sameJSON(t, got, r.Body) {
 				t.Errorf("%s:%d round trip differs:\n got %.600s\nwant %.600s", file, i, got, r.Body)
