@@ -125,9 +125,10 @@ func (h *Handler) routes() {
 
 // Close ends the jobs still running (their commands are killed) and
 // waits for them.
-func (h *Handler) Close() {
+func (h *Handler) Close() error {
 	h.cancel()
 	h.wg.Wait()
+	return nil
 }
 
 // ServeHTTP checks the API key (except on / and /health, as Orchard
