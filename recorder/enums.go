@@ -1,18 +1,14 @@
 package recorder
 
-import (
-	"fmt"
-	"slices"
-	"strings"
-)
+import "slices"
 
 // API names the wire API of a recorded call (see [Call.API]).
 //
 // Decoding a record accepts any value: a record written by a newer proxy
 // may name an API this build does not know, and it must still read. Code
-// that takes an API from a person (a flag, a query) parses it with
-// [ParseAPI]; code that acts on a record checks [API.Valid] or switches
-// with a default case.
+// that acts on a record checks [API.Valid] or switches with a default
+// case. No flag or query takes an API today; one that does should reject
+// a value that is not Valid, naming the valid ones.
 type API string
 
 // EndReason says how the response of a recorded call ended (see
@@ -24,8 +20,8 @@ type EndReason string
 // [API]; the zero value means "not classified".
 type LineageKind string
 
-// apis, endReasons and lineageKinds are the known values, in the order an
-// error lists them.
+// apis, endReasons and lineageKinds are the known values, in the order of
+// their constants.
 var (
 	apis = []API{APIChatCompletions, APICompletions, APIResponses, APIMessages,
 		APICountTokens, APIEmbeddings, APIModels}
@@ -47,25 +43,3 @@ func (k LineageKind) Valid() bool { return slices.Contains(lineageKinds, k) }
 // LineageKinds returns the lineage kinds this build records, in the order
 // of their constants.
 func LineageKinds() []LineageKind { return slices.Clone(lineageKinds) }
-
-// ParseAPI returns the API named s, or an error naming the valid values.
-func ParseAPI(s string) (API, error) { return parse("api", s, apis) }
-
-// ParseEndReason returns the end reason named s, or an error naming the
-// valid values.
-func ParseEndReason(s string) (EndReason, error) { return parse("end reason", s, endReasons) }
-
-// ParseLineageKind returns the lineage kind named s, or an error naming the
-// valid values.
-func ParseLineageKind(s string) (LineageKind, error) { return parse("lineage kind", s, lineageKinds) }
-
-func parse[T ~string](what, s string, valid []T) (T, error) {
-	if v := T(s); slices.Contains(valid, v) {
-		return v, nil
-	}
-	names := make([]string, len(valid))
-	for i, v := range valid {
-		names[i] = string(v)
-	}
-	return "", fmt.Errorf("%s %q: want one of %s", what, s, strings.Join(names, ", "))
-}

@@ -6,44 +6,6 @@ import (
 	"testing"
 )
 
-func TestParseEnums(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name    string
-		parse   func(string) (string, error)
-		in      string
-		wantErr string // "" when in parses to itself
-	}{
-		{"api", parseString(ParseAPI), "messages.count_tokens", ""},
-		{"api unknown", parseString(ParseAPI), "chat", `api "chat": want one of chat.completions, completions, responses, messages, messages.count_tokens, embeddings, models`},
-		{"end reason", parseString(ParseEndReason), "idle_timeout", ""},
-		{"end reason unknown", parseString(ParseEndReason), "", `end reason "": want one of done, eof, client_gone, upstream_error, idle_timeout`},
-		{"lineage kind", parseString(ParseLineageKind), "template_rewrite", ""},
-		{"lineage kind unknown", parseString(ParseLineageKind), "Root", `lineage kind "Root": want one of root, extend, retokenized, template_rewrite, edited, compacted, fork, retry`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := tt.parse(tt.in)
-			if tt.wantErr == "" {
-				if err != nil || got != tt.in {
-					t.Errorf("parse(%q) = %q, %v, want %q, nil", tt.in, got, err, tt.in)
-				}
-				return
-			}
-			if err == nil || err.Error() != tt.wantErr || got != "" {
-				t.Errorf("parse(%q) = %q, %v, want error %q", tt.in, got, err, tt.wantErr)
-			}
-		})
-	}
-}
-
-func parseString[T ~string](parse func(string) (T, error)) func(string) (string, error) {
-	return func(s string) (string, error) {
-		v, err := parse(s)
-		return string(v), err
-	}
-}
-
 // TestValidCoversConstants: every constant is valid, and the lists behind
 // Valid and Parse hold nothing else.
 func TestValidCoversConstants(t *testing.T) {
