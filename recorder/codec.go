@@ -51,7 +51,7 @@ const (
 type callRefs struct {
 	req, resp map[string][]BlockHash // array fields' element refs by key
 	layouts   [2][]byte              // request and response layouts (see docBody)
-	toks      []int64                // prompt ids followed by completion ids
+	toks      []int32                // prompt ids followed by completion ids
 	meta      metaMap
 }
 
@@ -90,7 +90,7 @@ type doc struct {
 	req, resp    docBody
 	hasToks      bool
 	tokPrefix    int
-	tokTail      []int64
+	tokTail      []int32
 }
 
 // docBody is one body of a doc: absent, a literal, or a split body whose

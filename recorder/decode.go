@@ -42,7 +42,7 @@ func (dc *EpisodeDecoder) Decode(docBytes []byte, blocks BlockSource) (*Call, er
 			return nil, fmt.Errorf("call %s: prompt ids without tokens: %w", d.callID, ErrCorrupt)
 		}
 		n := d.tokPrefix + len(d.tokTail)
-		c.Tokens.PromptIDs = append(make([]int64, 0, n), refs.toks[:n]...)
+		c.Tokens.PromptIDs = append(make([]int32, 0, n), refs.toks[:n]...)
 	}
 	if d.hasUsage {
 		c.Usage = json.RawMessage(append([]byte{}, d.usage...))
@@ -125,7 +125,7 @@ func (d *doc) appendTo(dst []byte) []byte {
 	w.uvarint(uint64(d.tokPrefix))
 	w.uvarint(uint64(len(d.tokTail)))
 	for _, id := range d.tokTail {
-		w.varint(id)
+		w.varint(int64(id))
 	}
 	return w.b
 }
@@ -229,9 +229,9 @@ func parseDoc(b []byte) (doc, error) {
 	d.resp = parseBody(&r, "response")
 	if d.hasToks = r.byte1("token flag") == 1; d.hasToks {
 		d.tokPrefix = r.small("token prefix")
-		d.tokTail = make([]int64, r.count("token ids", 1))
+		d.tokTail = make([]int32, r.count("token ids", 1))
 		for i := range d.tokTail {
-			d.tokTail[i] = r.varint("token id")
+			d.tokTail[i] = r.int32("token id")
 		}
 	}
 	if r.err == nil && len(r.b) != 0 {
