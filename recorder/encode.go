@@ -48,12 +48,12 @@ func (e *EpisodeEncoder) Encode(c *Call) (docBytes []byte, newBlocks []Block, er
 		return nil, nil, err
 	}
 	d := doc{callID: c.CallID, meta: meta, usage: c.Usage, hasUsage: c.Usage != nil}
-	d.req = e.cutBody(c.Request, requestKeys)
-	d.resp = e.cutBody(c.Response, responseKeys)
 	var prompt []int32
 	if c.Tokens != nil && c.Tokens.PromptIDs != nil {
 		d.hasToks, prompt = true, c.Tokens.PromptIDs
 	}
+	d.req = e.cutBody(c.Request, requestKeys, nil)
+	d.resp = e.cutBody(c.Response, responseKeys, prompt)
 	base := e.chooseBase(&d, prompt)
 	d.tokTail = prompt
 	var mm metaMap
@@ -121,14 +121,19 @@ func (e *EpisodeEncoder) markKnown(hs []BlockHash) {
 	}
 }
 
-func (e *EpisodeEncoder) cutBody(body []byte, keys map[string]bool) docBody {
-	switch {
-	case body == nil:
+// cutBody splits body on the dedup keys (none without dedup) and on a
+// prompt_token_ids field equal to prompt.
+func (e *EpisodeEncoder) cutBody(body []byte, keys map[string]bool, prompt []int32) docBody {
+	if body == nil {
 		return docBody{kind: bodyAbsent}
-	case !e.dedup:
+	}
+	if !e.dedup {
+		keys = nil
+	}
+	if keys == nil && len(prompt) == 0 {
 		return docBody{kind: bodyLiteral, literal: body}
 	}
-	s, ok := splitBody(body, keys)
+	s, ok := splitBody(body, keys, prompt)
 	if !ok {
 		return docBody{kind: bodyLiteral, literal: body}
 	}
@@ -180,7 +185,7 @@ func (e *EpisodeEncoder) baseIndex(base *callRefs) int {
 func fieldPrefixes(fs []field, base map[string][]BlockHash) []int {
 	p := make([]int, len(fs))
 	for i, f := range fs {
-		if !f.whole {
+		if !f.whole && !f.ids {
 			p[i] = commonPrefix(base[f.key], f.refs)
 		}
 	}
@@ -239,7 +244,7 @@ func respLayout(l []byte) []byte {
 func arrayRefs(fs []field) map[string][]BlockHash {
 	m := make(map[string][]BlockHash, len(fs))
 	for _, f := range fs {
-		if !f.whole {
+		if !f.whole && !f.ids {
 			m[f.key] = f.refs
 		}
 	}
