@@ -1,6 +1,9 @@
 package recorder
 
-import "strconv"
+import (
+	"slices"
+	"strconv"
+)
 
 // promptIDsKey is the top-level response field in which vLLM's chat API
 // sends the prompt's token ids again. A version 2 document stores it as a
@@ -11,6 +14,7 @@ const promptIDsKey = "prompt_token_ids"
 
 // appendIDsJSON appends ids as a compact JSON array, the form engines send.
 func appendIDsJSON(dst []byte, ids []int32) []byte {
+	dst = slices.Grow(dst, 7*len(ids)+2) // 6-digit ids and commas: one allocation
 	dst = append(dst, '[')
 	for i, id := range ids {
 		if i > 0 {
