@@ -186,17 +186,22 @@ func writeRebuilt(t *testing.T, calls []*Call, split int) (storedEpisode, *Episo
 
 // TestCodecObserve rebuilds an encoder from stored documents halfway
 // through an episode and checks it still deduplicates and decodes.
+// The vLLM episode's responses carry prompt ids (version 2 prompt-ids
+// fields in the observed documents).
 func TestCodecObserve(t *testing.T) {
-	calls := growingEpisode(40, 2000)
-	s, _ := writeRebuilt(t, calls, 20)
-	assertSameCalls(t, s.read(t), calls)
-	var cont storedEpisode
-	enc := NewEpisodeEncoder(true)
-	for _, c := range calls {
-		cont.write(t, enc, c)
-	}
-	if s.size() != cont.size() {
-		t.Errorf("rebuilt encoder stored %d bytes, continuous encoder %d", s.size(), cont.size())
+	for name, calls := range map[string][]*Call{"growing": growingEpisode(40, 2000), "vllm": vllmEpisode(12)} {
+		t.Run(name, func(t *testing.T) {
+			s, _ := writeRebuilt(t, calls, len(calls)/2)
+			assertSameCalls(t, s.read(t), calls)
+			var cont storedEpisode
+			enc := NewEpisodeEncoder(true)
+			for _, c := range calls {
+				cont.write(t, enc, c)
+			}
+			if s.size() != cont.size() {
+				t.Errorf("rebuilt encoder stored %d bytes, continuous encoder %d", s.size(), cont.size())
+			}
+		})
 	}
 }
 
