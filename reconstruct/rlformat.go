@@ -1,5 +1,7 @@
 package reconstruct
 
+import "strconv"
+
 // Token-level RL rows. Each is a segment's token trajectory split where
 // the policy first generated: the prompt is every token before the first
 // masked-in token, the response every token from it on (tool results and
@@ -17,7 +19,7 @@ type TokenMeta struct {
 // SlimeSample is one `slime` row: the fields of slime.utils.types.Sample.
 // LossMask and RolloutLogProbs cover the response tokens only.
 type SlimeSample struct {
-	Tokens          []int64   `json:"tokens" parquet:"tokens,list"`
+	Tokens          []int32   `json:"tokens" parquet:"tokens,list"`
 	ResponseLength  int64     `json:"response_length" parquet:"response_length"`
 	LossMask        []int32   `json:"loss_mask" parquet:"loss_mask,list"`
 	RolloutLogProbs []float64 `json:"rollout_log_probs" parquet:"rollout_log_probs,list"`
@@ -28,8 +30,8 @@ type SlimeSample struct {
 // VerlAgentSample is one `verl-agent` row: the fields of verl's
 // AgentLoopOutput.
 type VerlAgentSample struct {
-	PromptIDs        []int64   `json:"prompt_ids" parquet:"prompt_ids,list"`
-	ResponseIDs      []int64   `json:"response_ids" parquet:"response_ids,list"`
+	PromptIDs        []int32   `json:"prompt_ids" parquet:"prompt_ids,list"`
+	ResponseIDs      []int32   `json:"response_ids" parquet:"response_ids,list"`
 	ResponseMask     []int32   `json:"response_mask" parquet:"response_mask,list"`
 	ResponseLogprobs []float64 `json:"response_logprobs" parquet:"response_logprobs,list"`
 	RewardScore      *float64  `json:"reward_score" parquet:"reward_score,optional"`
@@ -42,7 +44,7 @@ type VerlAgentSample struct {
 // response (action) tokens; Advantages is null until a rewards Annotator
 // fills it.
 type OpenRLHFRLSample struct {
-	Sequences       []int64   `json:"sequences" parquet:"sequences,list"`
+	Sequences       []int32   `json:"sequences" parquet:"sequences,list"`
 	ActionMask      []int32   `json:"action_mask" parquet:"action_mask,list"`
 	RolloutLogProbs []float64 `json:"rollout_log_probs" parquet:"rollout_log_probs,list"`
 	Advantages      []float64 `json:"advantages" parquet:"advantages,list,optional"`
@@ -56,7 +58,7 @@ type OpenRLHFRLSample struct {
 // rollout logprobs and per-token advantages (null until a rewards
 // Annotator fills them), as Prime-RL or TRL-style trainers map directly.
 type TokensSample struct {
-	InputIDs   []int64   `json:"input_ids" parquet:"input_ids,list"`
+	InputIDs   []int32   `json:"input_ids" parquet:"input_ids,list"`
 	LossMask   []int32   `json:"loss_mask" parquet:"loss_mask,list"`
 	Logprobs   []float64 `json:"logprobs" parquet:"logprobs,list"`
 	Advantages []float64 `json:"advantages" parquet:"advantages,list,optional"`
@@ -89,16 +91,16 @@ func tokenRows(format string, t *Trajectory) ([]sample, string) {
 	var v any
 	switch format {
 	case FormatSlime:
-		v = SlimeSample{Tokens: tk.InputIDs, ResponseLength: n - int64(p), LossMask: mask[p:], RolloutLogProbs: tk.Logprobs[p:],
+		v = SlimeSample{Tokens: tk.InputIDs, ResponseLength: n - int64(p), LossMask: mask[p:], RolloutLogProbs: exportLogprobs(tk.Logprobs[p:]),
 			Reward: sampleReward(t), Metadata: meta}
 	case FormatVerlAgent:
 		v = VerlAgentSample{PromptIDs: tk.InputIDs[:p], ResponseIDs: tk.InputIDs[p:], ResponseMask: mask[p:],
-			ResponseLogprobs: tk.Logprobs[p:], RewardScore: sampleReward(t), NumTurns: int64(len(t.Messages)), ExtraFields: meta}
+			ResponseLogprobs: exportLogprobs(tk.Logprobs[p:]), RewardScore: sampleReward(t), NumTurns: int64(len(t.Messages)), ExtraFields: meta}
 	case FormatOpenRLHFRL:
-		v = OpenRLHFRLSample{Sequences: tk.InputIDs, ActionMask: mask[p:], RolloutLogProbs: tk.Logprobs[p:], Advantages: tail(adv, p),
+		v = OpenRLHFRLSample{Sequences: tk.InputIDs, ActionMask: mask[p:], RolloutLogProbs: exportLogprobs(tk.Logprobs[p:]), Advantages: tail(adv, p),
 			Rewards: sampleReward(t), ResponseLength: n - int64(p), TotalLength: n, Info: meta}
 	default:
-		v = TokensSample{InputIDs: tk.InputIDs, LossMask: mask, Logprobs: tk.Logprobs, Advantages: adv, Reward: sampleReward(t), Meta: meta}
+		v = TokensSample{InputIDs: tk.InputIDs, LossMask: mask, Logprobs: exportLogprobs(tk.Logprobs), Advantages: adv, Reward: sampleReward(t), Meta: meta}
 	}
 	return []sample{{value: v, ids: true}}, ""
 }
@@ -108,4 +110,17 @@ func tail(s []float64, from int) []float64 {
 		return nil
 	}
 	return s[from:]
+}
+
+// exportLogprobs gives each logprob the float64 of its shortest decimal text, the
+// number the JSONL rows print: a float32 held in memory is exported as the
+// value the engine meant (-0.547, not -0.546999990940094), in JSONL and
+// parquet (DOUBLE) alike.
+func exportLogprobs(lp []float32) []float64 {
+	out := make([]float64, len(lp))
+	var buf [32]byte
+	for i, f := range lp {
+		out[i], _ = strconv.ParseFloat(string(strconv.AppendFloat(buf[:0], float64(f), 'g', -1, 32)), 64)
+	}
+	return out
 }

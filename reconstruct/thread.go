@@ -279,7 +279,7 @@ func (t *threader) mostRecent() *segment {
 }
 
 // hasIDPrefix reports whether ids starts with a followed by b.
-func hasIDPrefix(ids, a, b []int64) bool {
+func hasIDPrefix(ids, a, b []int32) bool {
 	return len(ids) >= len(a)+len(b) && slices.Equal(ids[:len(a)], a) && slices.Equal(ids[len(a):len(a)+len(b)], b)
 }
 

@@ -26,6 +26,7 @@ type field struct {
 	key              string
 	hole             int // offset in the skeleton where the value was cut out
 	whole            bool
+	ids              bool // the call's prompt token ids (see promptids.go); no refs
 	lead, sep, trail []byte
 	refs             []BlockHash
 	data             [][]byte // block bytes aligned with refs; encode side only
@@ -38,12 +39,13 @@ type split struct {
 	fields   []field
 }
 
-// splitBody cuts the fields named in keys out of a JSON object body. It
+// splitBody cuts the fields named in keys out of a JSON object body, and
+// the response's copy of prompt (see promptIDsAt). It
 // reports false when the body is not an object or has no such field, in
 // which case the caller stores the body as a literal. Every cut is checked
 // to rebuild its span exactly, so malformed input can only lose dedup,
 // never bytes.
-func splitBody(body []byte, keys map[string]bool) (split, bool) {
+func splitBody(body []byte, keys map[string]bool, prompt []int32) (split, bool) {
 	trimmed := bytes.TrimLeft(body, " \t\r\n")
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return split{}, false
@@ -55,19 +57,26 @@ func splitBody(body []byte, keys map[string]bool) (split, bool) {
 	// whole request): every span kept below is re-sliced from body, and the
 	// only string kept, the field's key, is cloned.
 	gjson.Parse(unsafe.String(unsafe.SliceData(body), len(body))).ForEach(func(k, v gjson.Result) bool {
-		if !keys[k.Str] || seen[k.Str] {
+		if seen[k.Str] {
+			return true
+		}
+		key, v, isIDs := promptIDsAt(k.Str, v, prompt)
+		if !keys[key] && !isIDs {
 			return true
 		}
 		start, end := v.Index, v.Index+len(v.Raw)
 		if start < prev || end > len(body) || string(body[start:end]) != v.Raw {
 			return true // position unknown: leave the value in the skeleton
 		}
-		f, ok := cutField(body[start:end], v)
+		f, ok := field{ids: true}, isIDs
+		if !isIDs {
+			f, ok = cutField(body[start:end], v)
+		}
 		if !ok {
 			return true
 		}
 		seen[k.Str] = true
-		f.key = strings.Clone(k.Str)
+		f.key = strings.Clone(key)
 		s.skeleton = append(s.skeleton, body[prev:start]...)
 		f.hole = len(s.skeleton)
 		s.fields = append(s.fields, f)
@@ -139,29 +148,33 @@ func cutArray(span []byte, v gjson.Result) (field, bool) {
 // rebuilds reports whether joinArray(nil, f, f.data) equals span, without
 // building it: this runs for every array of every recorded request.
 func rebuilds(f field, span []byte) bool {
-	rest, ok := cutPrefix(span, "[")
+	rest, ok := cutPrefix(span, openBracket)
 	if ok {
-		rest, ok = cutPrefix(rest, string(f.lead))
+		rest, ok = cutPrefix(rest, f.lead)
 	}
 	for i, e := range f.data {
 		if !ok {
 			return false
 		}
 		if i > 0 {
-			if rest, ok = cutPrefix(rest, string(f.sep)); !ok {
+			if rest, ok = cutPrefix(rest, f.sep); !ok {
 				return false
 			}
 		}
-		rest, ok = cutPrefix(rest, string(e))
+		rest, ok = cutPrefix(rest, e)
 	}
 	if ok {
-		rest, ok = cutPrefix(rest, string(f.trail))
+		rest, ok = cutPrefix(rest, f.trail)
 	}
 	return ok && string(rest) == "]"
 }
 
-func cutPrefix(b []byte, p string) ([]byte, bool) {
-	if len(b) < len(p) || string(b[:len(p)]) != p {
+var openBracket = []byte("[")
+
+// cutPrefix takes p as bytes: a string(e) argument cost an allocation per
+// array element, half the allocations of encoding a call.
+func cutPrefix(b, p []byte) ([]byte, bool) {
+	if !bytes.HasPrefix(b, p) {
 		return b, false
 	}
 	return b[len(p):], true
