@@ -111,31 +111,36 @@ func NewManager(opts Options) *Manager {
 	if opts.Backend == nil {
 		panic("envd.NewManager: nil Backend")
 	}
-	if opts.DefaultTTL <= 0 {
-		opts.DefaultTTL = time.Hour
-	}
-	if opts.MaxTTL <= 0 {
-		opts.MaxTTL = 24 * time.Hour
-	}
-	if opts.IdleTimeout <= 0 {
-		opts.IdleTimeout = 15 * time.Minute
-	}
-	if opts.ReapInterval <= 0 {
-		opts.ReapInterval = 5 * time.Second
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	if opts.MaxSandboxes == 0 {
-		opts.MaxSandboxes = DefaultMaxSandboxes
-	}
-	if opts.Network == "" {
-		opts.Network = NetworkProxy
-	}
+	opts.defaults()
 	return &Manager{opts: opts, sandboxes: map[string]*sandbox{}}
+}
+
+// defaults fills the zero fields of o.
+func (o *Options) defaults() {
+	if o.DefaultTTL <= 0 {
+		o.DefaultTTL = time.Hour
+	}
+	if o.MaxTTL <= 0 {
+		o.MaxTTL = 24 * time.Hour
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = 15 * time.Minute
+	}
+	if o.ReapInterval <= 0 {
+		o.ReapInterval = 5 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.MaxSandboxes == 0 {
+		o.MaxSandboxes = DefaultMaxSandboxes
+	}
+	if o.Network == "" {
+		o.Network = NetworkProxy
+	}
 }
 
 // validate checks a spec and fills its defaults.

@@ -30,9 +30,7 @@ func NewServer(opts ServerOptions) *Server {
 	if opts.Manager == nil {
 		panic("envd.NewServer: nil Manager")
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
+	opts.defaults()
 	s := &Server{opts: opts, mux: http.NewServeMux()}
 	s.mux.HandleFunc("GET /envd/v1/health", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"ok": true})
@@ -46,6 +44,13 @@ func NewServer(opts ServerOptions) *Server {
 		WriteError(w, Errorf(ErrNotFound, "no route %s %s", r.Method, r.URL.Path))
 	})
 	return s
+}
+
+// defaults fills the zero fields of o.
+func (o *ServerOptions) defaults() {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
 }
 
 // ServeHTTP checks the bearer token and dispatches.

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+
+	"github.com/orchard-rl/orchard/recorder"
 )
 
 // Error is a failure the proxy itself answers, written by [writeError] in
@@ -32,9 +34,9 @@ func statusFor(ctx context.Context, err error) int {
 
 // writeError writes e as JSON: Anthropic's error shape for Anthropic routes
 // (api "messages*"), OpenAI's otherwise.
-func writeError(w http.ResponseWriter, api string, e *Error) {
+func writeError(w http.ResponseWriter, api recorder.API, e *Error) {
 	var body any
-	if api == "messages" || api == "messages.count_tokens" {
+	if api == recorder.APIMessages || api == recorder.APICountTokens {
 		body = map[string]any{"type": "error", "error": map[string]string{"type": e.Type, "message": e.Message}}
 	} else {
 		body = map[string]any{"error": map[string]any{"message": e.Message, "type": e.Type, "code": nil}}

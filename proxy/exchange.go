@@ -30,8 +30,8 @@ import (
 // in finish. Nothing touches it concurrently.
 type exchange struct {
 	h    *Handler
-	rest string // path after /v1/
-	api  string // "" for unrecorded routes
+	rest string       // path after /v1/
+	api  recorder.API // "" for unrecorded routes
 	att  attribution
 	up   *Upstream
 	kind UpstreamKind // up's kind for this call (detected for KindAuto)
@@ -285,7 +285,7 @@ func (x *exchange) finish() {
 
 // endReason classifies how the exchange ended, before the body is parsed:
 // "done" may still become "eof" for a stream without its terminal event.
-func (x *exchange) endReason() string {
+func (x *exchange) endReason() recorder.EndReason {
 	switch {
 	case x.eof || x.status == http.StatusNotModified:
 		// The upstream's answer is complete even if the client hung up

@@ -85,7 +85,7 @@ func TestFidelity(t *testing.T) {
 			e := proxytest.NewWith(t, llmtest.Options{Scripts: fidelityScript(d.profile), Server: d.profile},
 				func(o *proxy.Options) { o.Upstream.Kind = d.kind })
 			for _, r := range fidelityRows() {
-				for _, api := range []string{recorder.APIChatCompletions, recorder.APICompletions} {
+				for _, api := range []recorder.API{recorder.APIChatCompletions, recorder.APICompletions} {
 					for _, stream := range []bool{false, true} {
 						fidelityCase(t, e, d, r, api, stream)
 					}
@@ -95,7 +95,7 @@ func TestFidelity(t *testing.T) {
 	}
 }
 
-func fidelityCase(t *testing.T, e *proxytest.Env, d fidelityDialect, r fidelityRow, api string, stream bool) {
+func fidelityCase(t *testing.T, e *proxytest.Env, d fidelityDialect, r fidelityRow, api recorder.API, stream bool) {
 	fields, path := r.chat, "/chat/completions"
 	if api == recorder.APICompletions {
 		fields, path = r.compl, "/completions"

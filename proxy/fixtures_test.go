@@ -53,7 +53,7 @@ func TestReplayHarnessFixtures(t *testing.T) {
 	if len(files) != 4 {
 		t.Fatalf("found %d fixture files, want 4", len(files))
 	}
-	wantAPI := map[string]string{"/v1/chat/completions": recorder.APIChatCompletions,
+	wantAPI := map[string]recorder.API{"/v1/chat/completions": recorder.APIChatCompletions,
 		"/v1/responses": recorder.APIResponses, "/v1/messages": recorder.APIMessages}
 	for _, file := range files {
 		harness := strings.TrimSuffix(filepath.Base(file), ".jsonl")

@@ -131,34 +131,8 @@ func New(opts Options) *Handler {
 	if opts.RequireToken && opts.Verifier == nil {
 		panic("proxy: Options.RequireToken needs a Verifier")
 	}
-	if opts.Anthropic == nil {
-		opts.Anthropic = opts.Upstream
-	}
-	if opts.IdleTimeout <= 0 {
-		opts.IdleTimeout = 10 * time.Minute
-	}
-	if opts.MaxBodyBytes <= 0 {
-		opts.MaxBodyBytes = 256 << 20
-	}
-	if opts.BodyReadTimeout <= 0 {
-		opts.BodyReadTimeout = 5 * time.Minute
-	}
-	if opts.Workers <= 0 {
-		opts.Workers = 2
-	}
-	if opts.ProbeTimeout <= 0 {
-		opts.ProbeTimeout = 3 * time.Second
-	}
-	if opts.Transport == nil {
-		opts.Transport = newTransport()
-	}
-	if opts.Sink == nil {
-		opts.Sink = SinkFunc(func(*recorder.Call) {})
-	}
+	opts.defaults()
 	lg := opts.Logger
-	if lg == nil {
-		lg = slog.New(slog.DiscardHandler)
-	}
 	h := &Handler{
 		opts: opts,
 		log:  lg,
@@ -180,9 +154,6 @@ func New(opts Options) *Handler {
 	}
 	h.kinds = newDetector(opts, lg, h.met)
 	h.warnUpstreams()
-	if opts.LineageBytes <= 0 {
-		opts.LineageBytes = lineage.DefaultMaxBytes
-	}
 	h.lin = lineage.NewTracker(lineage.Options{MaxBytes: opts.LineageBytes})
 	h.order = newArrivals()
 	h.mux = h.routes()
@@ -191,6 +162,40 @@ func New(opts Options) *Handler {
 		go h.assembleLoop()
 	}
 	return h
+}
+
+// defaults fills the zero fields of o.
+func (o *Options) defaults() {
+	if o.Anthropic == nil {
+		o.Anthropic = o.Upstream
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = 10 * time.Minute
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = 256 << 20
+	}
+	if o.BodyReadTimeout <= 0 {
+		o.BodyReadTimeout = 5 * time.Minute
+	}
+	if o.Workers <= 0 {
+		o.Workers = 2
+	}
+	if o.ProbeTimeout <= 0 {
+		o.ProbeTimeout = 3 * time.Second
+	}
+	if o.Transport == nil {
+		o.Transport = newTransport()
+	}
+	if o.Sink == nil {
+		o.Sink = SinkFunc(func(*recorder.Call) {})
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.LineageBytes <= 0 {
+		o.LineageBytes = lineage.DefaultMaxBytes
+	}
 }
 
 // ServeHTTP routes and serves one request.

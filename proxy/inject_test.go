@@ -22,8 +22,9 @@ func TestTokenInjection(t *testing.T) {
 		o.Routes = map[string]*proxy.Upstream{"sglang-tools": {BaseURL: o.Upstream.BaseURL, Kind: proxy.KindSGLang}}
 	})
 	type tc struct {
-		api, path, script string
-		body              map[string]any
+		api          recorder.API
+		path, script string
+		body         map[string]any
 	}
 	var cases []tc
 	for _, script := range []string{"text", "tools", "sglang-tools"} {

@@ -56,14 +56,15 @@ func (m *metrics) observe(c *recorder.Call) {
 	if m == nil {
 		return
 	}
-	m.requests.WithLabelValues(c.API, strconv.Itoa(c.Status)).Inc()
-	m.ends.WithLabelValues(c.API, c.EndReason).Inc()
-	m.duration.WithLabelValues(c.API).Observe(c.EndedAt.Sub(c.StartedAt).Seconds())
+	api := string(c.API)
+	m.requests.WithLabelValues(api, strconv.Itoa(c.Status)).Inc()
+	m.ends.WithLabelValues(api, string(c.EndReason)).Inc()
+	m.duration.WithLabelValues(api).Observe(c.EndedAt.Sub(c.StartedAt).Seconds())
 	if c.FirstByteAt != nil {
-		m.ttfb.WithLabelValues(c.API).Observe(c.FirstByteAt.Sub(c.StartedAt).Seconds())
+		m.ttfb.WithLabelValues(api).Observe(c.FirstByteAt.Sub(c.StartedAt).Seconds())
 	}
 	if c.Lineage != nil {
-		m.lineage.WithLabelValues(c.Lineage.Kind, m.harness.name(c.Harness)).Inc()
+		m.lineage.WithLabelValues(string(c.Lineage.Kind), m.harness.name(c.Harness)).Inc()
 	}
 }
 

@@ -15,7 +15,7 @@ import (
 
 // apiCase is one recorded API: its path and a request body for a script.
 type apiCase struct {
-	api  string
+	api  recorder.API
 	path string
 	body func(script string, stream bool) map[string]any
 }
@@ -95,7 +95,7 @@ func TestByteIdentity(t *testing.T) {
 
 // checkTokens compares recorded ids with the ones the engine returned in
 // the non-streaming response.
-func checkTokens(t *testing.T, api string, c *recorder.Call, nonStream []byte) {
+func checkTokens(t *testing.T, api recorder.API, c *recorder.Call, nonStream []byte) {
 	t.Helper()
 	prompt := gjson.GetBytes(nonStream, "prompt_token_ids")
 	if api != recorder.APIChatCompletions && api != recorder.APICompletions || !prompt.Exists() {

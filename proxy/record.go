@@ -125,7 +125,7 @@ func (h *Handler) assembled(c *recorder.Call, res assemble.Result, body []byte, 
 }
 
 // assembles reports whether api's responses are reassembled for the record.
-func assembles(api string) bool {
+func assembles(api recorder.API) bool {
 	switch api {
 	case recorder.APIChatCompletions, recorder.APICompletions, recorder.APIResponses, recorder.APIMessages:
 		return true

@@ -40,7 +40,7 @@ func ok(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }
 
 // apiFor names the recorded API of a request for /v1/{rest}, or "" when the
 // request is forwarded without a record.
-func apiFor(method, rest string) string {
+func apiFor(method, rest string) recorder.API {
 	rest = strings.TrimSuffix(rest, "/")
 	switch method {
 	case http.MethodPost:
@@ -73,6 +73,6 @@ func isAnthropic(rest string) bool {
 
 // streamsTokens reports whether api is one whose requests the proxy may
 // patch (usage in streams, token ids).
-func streamsTokens(api string) bool {
+func streamsTokens(api recorder.API) bool {
 	return api == recorder.APIChatCompletions || api == recorder.APICompletions
 }

@@ -21,19 +21,18 @@ var ErrUnsupportedAPI = errors.New("api carries no conversation")
 
 type codec struct {
 	decode     func([]byte) (*Conversation, error)
-	encode     func(*Conversation) (json.RawMessage, error)
 	completion func([]byte) ([]Message, error)
 }
 
-var codecs = map[string]codec{
-	apiChat:        {decodeChatRequest, encodeChatRequest, decodeChatCompletion},
-	apiCompletions: {decodeCompletionsRequest, encodeCompletionsRequest, decodeCompletionsCompletion},
-	apiResponses:   {decodeResponsesRequest, encodeResponsesRequest, decodeResponsesCompletion},
-	apiMessages:    {decodeMessagesRequest, encodeMessagesRequest, decodeMessagesCompletion},
+var codecs = map[recorder.API]codec{
+	apiChat:        {decodeChatRequest, decodeChatCompletion},
+	apiCompletions: {decodeCompletionsRequest, decodeCompletionsCompletion},
+	apiResponses:   {decodeResponsesRequest, decodeResponsesCompletion},
+	apiMessages:    {decodeMessagesRequest, decodeMessagesCompletion},
 }
 
 // Supported reports whether calls of api can be reconstructed.
-func Supported(api string) bool {
+func Supported(api recorder.API) bool {
 	_, ok := codecs[api]
 	return ok
 }
@@ -44,7 +43,7 @@ var ErrInvalidJSON = errors.New("invalid JSON")
 // DecodeRequest decodes a request body of api (a recorder API name) into
 // its canonical conversation. The result shares memory with body, which
 // must not be modified while the result is in use.
-func DecodeRequest(api string, body []byte) (*Conversation, error) {
+func DecodeRequest(api recorder.API, body []byte) (*Conversation, error) {
 	c, ok := codecs[api]
 	if !ok {
 		return nil, fmt.Errorf("%s: %w", api, ErrUnsupportedAPI)
@@ -59,23 +58,11 @@ func DecodeRequest(api string, body []byte) (*Conversation, error) {
 	return conv, nil
 }
 
-// EncodeRequest writes conv back as a request body of conv.API. For a
-// conversation returned by [DecodeRequest] the result is the same JSON
-// document as the decoded body, up to object key order and insignificant
-// white space.
-func EncodeRequest(conv *Conversation) (json.RawMessage, error) {
-	c, ok := codecs[conv.API]
-	if !ok {
-		return nil, fmt.Errorf("%s: %w", conv.API, ErrUnsupportedAPI)
-	}
-	return c.encode(conv)
-}
-
 // DecodeCompletion returns the messages the model generated, read from a
 // non-streaming response object of api: the assistant message of choice 0
 // (chat), the choice's text (completions), the output items (Responses),
 // or the message (Anthropic).
-func DecodeCompletion(api string, response []byte) ([]Message, error) {
+func DecodeCompletion(api recorder.API, response []byte) ([]Message, error) {
 	c, ok := codecs[api]
 	if !ok {
 		return nil, fmt.Errorf("%s: %w", api, ErrUnsupportedAPI)

@@ -18,7 +18,7 @@ var benchEpisodes = flag.Int("bench.episodes", 20, "episodes per BenchmarkExport
 // benchSource builds episodes of one agent thread with turns calls each,
 // whose history grows to about historyKB by the last call, and returns
 // them with the size of their orchard.call/v1 JSON records.
-func benchSource(b *testing.B, api string, episodes, turns, historyKB int) (*memSource, int64, int) {
+func benchSource(b *testing.B, api recorder.API, episodes, turns, historyKB int) (*memSource, int64, int) {
 	b.Helper()
 	src := newMemSource()
 	var size int64
@@ -56,8 +56,8 @@ func benchSource(b *testing.B, api string, episodes, turns, historyKB int) (*mem
 // Target: >= 100 MB/s per core for trajectories.
 func BenchmarkExport(b *testing.B) {
 	for _, format := range []string{FormatTrajectories, FormatTurns} {
-		for _, api := range []string{apiChat, apiMessages, apiResponses} {
-			b.Run(format+"/"+api, func(b *testing.B) {
+		for _, api := range []recorder.API{apiChat, apiMessages, apiResponses} {
+			b.Run(format+"/"+string(api), func(b *testing.B) {
 				src, size, calls := benchSource(b, api, *benchEpisodes, 50, 20)
 				b.SetBytes(size)
 				b.ReportAllocs()

@@ -39,21 +39,6 @@ func decodeChatRequest(body []byte) (*Conversation, error) {
 	return c, nil
 }
 
-func encodeChatRequest(c *Conversation) (json.RawMessage, error) {
-	o := newObject(c.Params)
-	if c.Messages != nil {
-		msgs := make([]any, len(c.Messages))
-		for i := range c.Messages {
-			msgs[i] = encodeChatMessage(&c.Messages[i])
-		}
-		o["messages"] = msgs
-	}
-	if c.Tools != nil {
-		o["tools"] = encodeTools(c.Tools)
-	}
-	return marshal(o), nil
-}
-
 // decodeList decodes a JSON array of messages.
 func decodeList(raw json.RawMessage, dec func(json.RawMessage) (Message, error)) ([]Message, error) {
 	elems, ok, err := decodeArray(raw)
@@ -143,49 +128,6 @@ func decodeChatToolCall(raw json.RawMessage) Part {
 	delete(f, "function")
 	p.Extra = f.rest()
 	return p
-}
-
-func encodeChatMessage(m *Message) any {
-	o := newObject(m.Extra)
-	o["role"] = m.Role
-	if len(m.Parts) == 1 && m.Parts[0].Kind == KindToolResult && m.Parts[0].Raw == nil {
-		r := m.Parts[0]
-		o["tool_call_id"] = r.CallID
-		if v, ok := contentValue(r.OutputForm, r.Output, encodeTextPart); ok {
-			o["content"] = v
-		}
-		return o
-	}
-	var content []Part
-	var calls []any
-	for _, p := range m.Parts {
-		switch {
-		case p.Kind == KindReasoning && p.Raw == nil:
-			o[p.Type] = p.Text
-		case p.Kind == KindToolCall:
-			calls = append(calls, encodeChatToolCall(p))
-		default:
-			content = append(content, p)
-		}
-	}
-	if v, ok := contentValue(m.Form, content, encodeTextPart); ok {
-		o["content"] = v
-	}
-	if calls != nil {
-		o["tool_calls"] = calls
-	}
-	return o
-}
-
-func encodeChatToolCall(p Part) any {
-	if p.Raw != nil {
-		return p.Raw
-	}
-	o := newObject(p.Extra)
-	o["id"] = p.CallID
-	o["type"] = p.Type
-	o["function"] = map[string]string{"name": p.Name, "arguments": p.Args}
-	return o
 }
 
 // decodeChatCompletion returns the assistant message of choice 0.

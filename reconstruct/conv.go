@@ -2,17 +2,19 @@ package reconstruct
 
 import (
 	"encoding/json"
+
+	"github.com/orchard-rl/orchard/recorder"
 )
 
 // Conversation is the canonical form of one model request: what the model
 // was asked, independent of which of the four recorded APIs carried it.
-// Decoding a request with [DecodeRequest] and encoding it again with
-// [EncodeRequest] reproduces the same JSON document (object key order
-// aside): fields the model does not name are kept verbatim in the Extra
-// maps and in [Conversation.Params].
+// [DecodeRequest] loses nothing: fields the model does not name are kept
+// verbatim in the Extra maps and in [Conversation.Params], so the request
+// can be written back as the same JSON document (object key order aside),
+// which the package's tests do for every API.
 type Conversation struct {
 	// API is the recorder API name the request was decoded from.
-	API string
+	API recorder.API
 	// System is the top-level instruction block (Anthropic `system`,
 	// Responses `instructions`); nil when the request has none. Chat
 	// completions carry system and developer prompts as messages instead.

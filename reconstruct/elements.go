@@ -5,6 +5,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/orchard-rl/orchard/recorder"
 	"github.com/orchard-rl/orchard/recorder/lineage"
 )
 
@@ -25,7 +26,7 @@ type elements struct {
 }
 
 // newElements reads the element view of a request body of api.
-func newElements(api string, body []byte) elements {
+func newElements(api recorder.API, body []byte) elements {
 	e := elements{read: true}
 	switch api {
 	case apiMessages:

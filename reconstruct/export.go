@@ -140,30 +140,38 @@ func (s *Stats) ViolationCount() int {
 // ErrBadOptions is returned for options Export cannot run with.
 var ErrBadOptions = errors.New("bad export options")
 
-func (o *Options) normalize() error {
+// defaults fills the zero fields of o.
+func (o *Options) defaults() {
 	if o.Format == "" {
 		o.Format = FormatTrajectories
-	}
-	if !slices.Contains(Formats, o.Format) {
-		return fmt.Errorf("%w: unknown format %q (want one of %v)", ErrBadOptions, o.Format, Formats)
 	}
 	if o.OnDrift == "" {
 		o.OnDrift = DriftSplit
 	}
-	if !ValidDriftAction(o.OnDrift) {
-		return fmt.Errorf("%w: unknown drift action %q (want split, drop or keep)", ErrBadOptions, o.OnDrift)
-	}
 	if o.Encoding == "" {
 		o.Encoding = EncodingJSONL
+	}
+	if o.ToolsAs == "" {
+		o.ToolsAs = ToolsAsStrings
+	}
+	if o.Workers == 0 {
+		o.Workers = runtime.GOMAXPROCS(0)
+	}
+}
+
+// validate reports the first option Export cannot run with.
+func (o *Options) validate() error {
+	if !slices.Contains(Formats, o.Format) {
+		return fmt.Errorf("%w: unknown format %q (want one of %v)", ErrBadOptions, o.Format, Formats)
+	}
+	if !ValidDriftAction(o.OnDrift) {
+		return fmt.Errorf("%w: unknown drift action %q (want split, drop or keep)", ErrBadOptions, o.OnDrift)
 	}
 	if o.Encoding != EncodingJSONL && o.Encoding != EncodingParquet {
 		return fmt.Errorf("%w: unknown encoding %q (want jsonl or parquet)", ErrBadOptions, o.Encoding)
 	}
 	if o.Encoding == EncodingParquet && !slices.Contains(TrainerFormats, o.Format) {
 		return fmt.Errorf("%w: format %s is JSONL only; parquet is for %v", ErrBadOptions, o.Format, TrainerFormats)
-	}
-	if o.ToolsAs == "" {
-		o.ToolsAs = ToolsAsStrings
 	}
 	if o.ToolsAs != ToolsAsStrings && o.ToolsAs != ToolsAsObjects {
 		return fmt.Errorf("%w: unknown tools encoding %q (want strings or objects)", ErrBadOptions, o.ToolsAs)
@@ -176,9 +184,6 @@ func (o *Options) normalize() error {
 	if o.Workers < 0 {
 		return fmt.Errorf("%w: workers %d < 0", ErrBadOptions, o.Workers)
 	}
-	if o.Workers == 0 {
-		o.Workers = runtime.GOMAXPROCS(0)
-	}
 	return nil
 }
 
@@ -188,7 +193,8 @@ func (o *Options) normalize() error {
 // written, an error occurs, or ctx is done.
 func Export(ctx context.Context, src Source, w io.Writer, opts Options) (Stats, error) {
 	st := newStats()
-	if err := opts.normalize(); err != nil {
+	opts.defaults()
+	if err := opts.validate(); err != nil {
 		return st, err
 	}
 	eps, err := selectEpisodes(ctx, src, &opts)

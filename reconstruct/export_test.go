@@ -14,7 +14,7 @@ import (
 // manyEpisodes is a source of n scripted episodes of varied APIs.
 func manyEpisodes(n int) *memSource {
 	src := newMemSource()
-	apis := []string{apiChat, apiResponses, apiMessages, apiCompletions}
+	apis := []recorder.API{apiChat, apiResponses, apiMessages, apiCompletions}
 	for i := range n {
 		s := newSim(apis[i%4], fmt.Sprintf("ep-%02d", i), uint64(i+1), i%3 != 0)
 		th := s.newThread("sys", "bash")
@@ -135,7 +135,7 @@ func TestDriftActions(t *testing.T) {
 				t.Errorf("lines, violations, dropped = %d, %d, %d; want %d, %d, %d",
 					len(lines), st.ViolationCount(), st.DroppedSegments, tt.lines, tt.violations, tt.dropped)
 			}
-			if st.Drift[recorder.LineageTemplateRewrite] != 1 {
+			if st.Drift[string(recorder.LineageTemplateRewrite)] != 1 {
 				t.Errorf("Drift = %v, want one template_rewrite", st.Drift)
 			}
 		})

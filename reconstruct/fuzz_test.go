@@ -2,6 +2,8 @@ package reconstruct
 
 import (
 	"testing"
+
+	"github.com/orchard-rl/orchard/recorder"
 )
 
 // FuzzDecodeRequest checks that any body either fails to decode or
@@ -10,13 +12,14 @@ import (
 func FuzzDecodeRequest(f *testing.F) {
 	for _, reqs := range fixtureBodies(f) {
 		for _, r := range reqs {
-			f.Add(fixtureAPIs[r.Path], []byte(r.Body))
+			f.Add(string(fixtureAPIs[r.Path]), []byte(r.Body))
 		}
 	}
-	f.Add(apiCompletions, []byte(`{"prompt":[1,2,3]}`))
-	f.Add(apiMessages, []byte(`{"system":"s","messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":"x"}]}]}]}`))
-	f.Add(apiResponses, []byte(`{"input":"hi","instructions":"s"}`))
-	f.Fuzz(func(t *testing.T, api string, body []byte) {
+	f.Add(string(apiCompletions), []byte(`{"prompt":[1,2,3]}`))
+	f.Add(string(apiMessages), []byte(`{"system":"s","messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":"x"}]}]}]}`))
+	f.Add(string(apiResponses), []byte(`{"input":"hi","instructions":"s"}`))
+	f.Fuzz(func(t *testing.T, name string, body []byte) {
+		api := recorder.API(name)
 		if !Supported(api) {
 			return
 		}
@@ -24,7 +27,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		if err != nil {
 			return
 		}
-		enc, err := EncodeRequest(conv)
+		enc, err := encodeRequest(conv)
 		if err != nil {
 			return
 		}
@@ -32,7 +35,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-decode of %s: %v", enc, err)
 		}
-		enc2, err := EncodeRequest(conv2)
+		enc2, err := encodeRequest(conv2)
 		if err != nil {
 			t.Fatalf("re-encode: %v", err)
 		}
@@ -48,9 +51,10 @@ func FuzzDecodeRequest(f *testing.F) {
 // FuzzEpisode feeds arbitrary request and response bodies through
 // reconstruction: it never panics and never fails on bad records.
 func FuzzEpisode(f *testing.F) {
-	f.Add(apiChat, []byte(`{"messages":[{"role":"user","content":"a"}]}`), []byte(`{"choices":[{"message":{"role":"assistant","content":"b"}}]}`))
-	f.Add(apiMessages, []byte(`{"messages":[{"role":"user","content":"a","cache_control":{}}]}`), []byte(`{"content":[{"type":"text","text":"b"}]}`))
-	f.Fuzz(func(t *testing.T, api string, req, resp []byte) {
+	f.Add(string(apiChat), []byte(`{"messages":[{"role":"user","content":"a"}]}`), []byte(`{"choices":[{"message":{"role":"assistant","content":"b"}}]}`))
+	f.Add(string(apiMessages), []byte(`{"messages":[{"role":"user","content":"a","cache_control":{}}]}`), []byte(`{"content":[{"type":"text","text":"b"}]}`))
+	f.Fuzz(func(t *testing.T, name string, req, resp []byte) {
+		api := recorder.API(name)
 		s := newSim(apiChat, "ep", 1, false)
 		th := s.newThread("sys")
 		s.user(th, "a")

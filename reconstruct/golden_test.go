@@ -45,7 +45,7 @@ func scenarios() []scenario {
 	ep := func(id, status string) recorder.Episode {
 		return recorder.Episode{ID: id, TaskID: "task-1", GroupID: "group-1", Status: status}
 	}
-	simple := func(api string, tokens, stream bool, n int) func() *sim {
+	simple := func(api recorder.API, tokens, stream bool, n int) func() *sim {
 		return func() *sim {
 			s := newSim(api, "ep", 1, tokens)
 			s.stream = stream

@@ -27,7 +27,7 @@ var linearEpisodes sync.Map // "api/turns" -> []*recorder.Call
 // linearEpisode records an agent episode of turns calls whose history
 // grows to about 20 KB (the benchmark workload), with a two-call subagent
 // every 25 turns so that forks are threaded too.
-func linearEpisode(api string, turns int) []*recorder.Call {
+func linearEpisode(api recorder.API, turns int) []*recorder.Call {
 	s := newSim(api, fmt.Sprintf("lin-%s-%d", api, turns), uint64(turns), false)
 	s.bodyPad = 20 * 1024 / (2 * turns)
 	th := s.newThread("You are an agent.", "bash")
@@ -76,7 +76,7 @@ func checkLinear(samples []workSample) error {
 
 // measure reconstructs an episode of each length in linearTurns and
 // returns work(calls) with the bytes stored.
-func measure(t *testing.T, api string, work func([]*callState, *Stats) int) []workSample {
+func measure(t *testing.T, api recorder.API, work func([]*callState, *Stats) int) []workSample {
 	t.Helper()
 	var out []workSample
 	for _, turns := range linearTurns {
@@ -100,8 +100,8 @@ func measure(t *testing.T, api string, work func([]*callState, *Stats) int) []wo
 }
 
 func TestThreadingLinear(t *testing.T) {
-	for _, api := range []string{apiChat, apiMessages, apiResponses, apiCompletions} {
-		t.Run(api, func(t *testing.T) {
+	for _, api := range []recorder.API{apiChat, apiMessages, apiResponses, apiCompletions} {
+		t.Run(string(api), func(t *testing.T) {
 			samples := measure(t, api, func(_ []*callState, st *Stats) int { return st.threadOps })
 			for _, s := range samples {
 				t.Logf("turns=%d threading ops=%d stored=%d B (%.1f ops/KB)", s.turns, s.work, s.bytes, 1024*float64(s.work)/float64(s.bytes))

@@ -44,30 +44,6 @@ func decodeMessagesRequest(body []byte) (*Conversation, error) {
 	return c, nil
 }
 
-func encodeMessagesRequest(c *Conversation) (json.RawMessage, error) {
-	o := newObject(c.Params)
-	if c.System != nil {
-		o["system"], _ = contentValue(c.System.Form, c.System.Parts, encodeAnthropicBlock)
-	}
-	if c.Messages != nil {
-		msgs := make([]any, len(c.Messages))
-		for i := range c.Messages {
-			m := &c.Messages[i]
-			mo := newObject(m.Extra)
-			mo["role"] = m.Role
-			if v, ok := contentValue(m.Form, m.Parts, encodeAnthropicBlock); ok {
-				mo["content"] = v
-			}
-			msgs[i] = mo
-		}
-		o["messages"] = msgs
-	}
-	if c.Tools != nil {
-		o["tools"] = encodeTools(c.Tools)
-	}
-	return marshal(o), nil
-}
-
 func decodeAnthropicMessage(raw json.RawMessage) (Message, error) {
 	f, err := decodeObject(raw)
 	if err != nil {
@@ -152,27 +128,6 @@ func decodeToolResult(raw json.RawMessage, r gjson.Result) (Part, error) {
 		Output: parts, OutputForm: form, Extra: f.rest()}, nil
 }
 
-func encodeAnthropicBlock(p Part) any {
-	if p.Raw != nil {
-		return p.Raw
-	}
-	switch p.Kind {
-	case KindToolCall:
-		o := newObject(p.Extra)
-		o["type"], o["id"], o["name"] = "tool_use", p.CallID, p.Name
-		o["input"] = json.RawMessage(p.Args)
-		return o
-	case KindToolResult:
-		o := newObject(p.Extra)
-		o["type"], o["tool_use_id"] = "tool_result", p.CallID
-		if v, ok := contentValue(p.OutputForm, p.Output, encodeAnthropicBlock); ok {
-			o["content"] = v
-		}
-		return o
-	}
-	return encodeTextPart(p)
-}
-
 // decodeMessagesCompletion returns the assistant message of a message
 // object.
 func decodeMessagesCompletion(resp []byte) ([]Message, error) {
@@ -212,24 +167,6 @@ func decodeCompletionsRequest(body []byte) (*Conversation, error) {
 	}
 	c.Params = f.rest()
 	return c, nil
-}
-
-func encodeCompletionsRequest(c *Conversation) (json.RawMessage, error) {
-	o := newObject(c.Params)
-	if len(c.Messages) == 1 {
-		p := c.Messages[0].Parts
-		switch {
-		case c.InputForm == FormString && textOnly(p):
-			o["prompt"] = p[0].Text
-		case len(p) == 1 && p[0].Raw != nil:
-			o["prompt"] = p[0].Raw
-		default:
-			return nil, fmt.Errorf("completions prompt must be one text or verbatim part")
-		}
-	} else if len(c.Messages) > 1 {
-		return nil, fmt.Errorf("completions request has %d messages, want 1", len(c.Messages))
-	}
-	return marshal(o), nil
 }
 
 func decodeCompletionsCompletion(resp []byte) ([]Message, error) {

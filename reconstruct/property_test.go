@@ -13,7 +13,7 @@ import (
 
 // scriptedEpisode plays turns model calls of one agent thread and returns
 // the ground truth token sequence and generated-token mask.
-func scriptedEpisode(api string, seed uint64, turns int) (*sim, *simThread) {
+func scriptedEpisode(api recorder.API, seed uint64, turns int) (*sim, *simThread) {
 	s := newSim(api, fmt.Sprintf("ep-%s-%d", api, seed), seed, true)
 	th := s.newThread("You are an agent.", "bash")
 	s.user(th, "do the task")
@@ -53,7 +53,7 @@ func exportLines(t testing.TB, src Source, opts Options) ([]json.RawMessage, Sta
 // truth token sequence and its loss mask is 1 exactly on generated tokens.
 func TestTokenTrajectoryProperty(t *testing.T) {
 	t.Parallel()
-	for _, api := range []string{apiChat, apiResponses, apiMessages, apiCompletions} {
+	for _, api := range []recorder.API{apiChat, apiResponses, apiMessages, apiCompletions} {
 		for seed := uint64(1); seed <= 4; seed++ {
 			turns := 1 + int((seed*7919+uint64(len(api))*104729)%300)
 			if seed == 1 {

@@ -43,27 +43,6 @@ func decodeResponsesRequest(body []byte) (*Conversation, error) {
 	return c, nil
 }
 
-func encodeResponsesRequest(c *Conversation) (json.RawMessage, error) {
-	o := newObject(c.Params)
-	if c.System != nil {
-		o["instructions"] = c.System.Parts[0].Text
-	}
-	switch {
-	case c.InputForm == FormString && len(c.Messages) == 1 && textOnly(c.Messages[0].Parts):
-		o["input"] = c.Messages[0].Parts[0].Text
-	case c.Messages != nil:
-		items := make([]any, len(c.Messages))
-		for i := range c.Messages {
-			items[i] = encodeResponsesItem(&c.Messages[i])
-		}
-		o["input"] = items
-	}
-	if c.Tools != nil {
-		o["tools"] = encodeTools(c.Tools)
-	}
-	return marshal(o), nil
-}
-
 func decodeResponsesItem(raw json.RawMessage) (Message, error) {
 	f, err := decodeObject(raw)
 	if err != nil {
@@ -177,34 +156,6 @@ func opaqueItem(raw json.RawMessage, typ string) Message {
 		p.Args = r.Get("input").String()
 	}
 	return Message{Role: role, Type: typ, TypeSet: true, Parts: []Part{p}}
-}
-
-func encodeResponsesItem(m *Message) any {
-	if m.Type != "message" && len(m.Parts) == 1 && m.Parts[0].Raw != nil && m.Extra == nil {
-		return m.Parts[0].Raw
-	}
-	o := newObject(m.Extra)
-	if m.TypeSet {
-		o["type"] = m.Type
-	}
-	switch m.Type {
-	case "function_call":
-		p := m.Parts[0]
-		o["call_id"], o["name"], o["arguments"] = p.CallID, p.Name, p.Args
-		return o
-	case "function_call_output", "custom_tool_call_output":
-		p := m.Parts[0]
-		o["call_id"] = p.CallID
-		o["output"], _ = contentValue(p.OutputForm, p.Output, encodeTextPart)
-		return o
-	}
-	if m.Role != "" {
-		o["role"] = m.Role
-	}
-	if v, ok := contentValue(m.Form, m.Parts, encodeTextPart); ok {
-		o["content"] = v
-	}
-	return o
 }
 
 // decodeResponsesCompletion returns the output items of a response object.

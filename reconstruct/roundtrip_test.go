@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/orchard-rl/orchard/recorder"
 )
 
 // fixtureRequest is one line of testdata/harness-requests/*.jsonl.
@@ -15,7 +17,7 @@ type fixtureRequest struct {
 	Body json.RawMessage `json:"body"`
 }
 
-var fixtureAPIs = map[string]string{
+var fixtureAPIs = map[string]recorder.API{
 	"/v1/chat/completions": apiChat,
 	"/v1/responses":        apiResponses,
 	"/v1/messages":         apiMessages,
@@ -78,9 +80,9 @@ func TestRoundTripFixtures(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s:%d DecodeRequest: %v", file, i, err)
 			}
-			got, err := EncodeRequest(conv)
+			got, err := encodeRequest(conv)
 			if err != nil {
-				t.Fatalf("%s:%d EncodeRequest: %v", file, i, err)
+				t.Fatalf("%s:%d encodeRequest: %v", file, i, err)
 			}
 			if !sameJSON(t, got, r.Body) {
 				t.Errorf("%s:%d round trip differs:\n got %.600s\nwant %.600s", file, i, got, r.Body)

@@ -16,10 +16,10 @@ const (
 
 // Outcome is how the episode and the sample's last call ended.
 type Outcome struct {
-	Status     string   `json:"status"`      // episode status: running|success|failure|error|timeout
-	Reward     *float64 `json:"reward"`      // episode reward, null when none was posted
-	EndReason  string   `json:"end_reason"`  // end_reason of the last call
-	HTTPStatus int      `json:"http_status"` // HTTP status of the last call
+	Status     string             `json:"status"`      // episode status: running|success|failure|error|timeout
+	Reward     *float64           `json:"reward"`      // episode reward, null when none was posted
+	EndReason  recorder.EndReason `json:"end_reason"`  // end_reason of the last call
+	HTTPStatus int                `json:"http_status"` // HTTP status of the last call
 }
 
 // Trajectory is one orchard.trajectory/v1 line: one segment of an episode.
@@ -29,7 +29,7 @@ type Trajectory struct {
 	TaskID    *string           `json:"task_id"`
 	GroupID   *string           `json:"group_id"`
 	Segment   int               `json:"segment"`
-	API       string            `json:"api"`
+	API       recorder.API      `json:"api"`
 	Model     string            `json:"model"`
 	Messages  []ChatMessage     `json:"messages"`
 	Tools     []json.RawMessage `json:"tools"`
@@ -47,11 +47,11 @@ type Trajectory struct {
 // TrajectoryTurn is one call of a segment: where its completion is in
 // Messages, and what it cost.
 type TrajectoryTurn struct {
-	MessageIndex int             `json:"message_index"`
-	CallID       string          `json:"call_id"`
-	Seq          int64           `json:"seq"`
-	Usage        json.RawMessage `json:"usage"`
-	EndReason    string          `json:"end_reason"`
+	MessageIndex int                `json:"message_index"`
+	CallID       string             `json:"call_id"`
+	Seq          int64              `json:"seq"`
+	Usage        json.RawMessage    `json:"usage"`
+	EndReason    recorder.EndReason `json:"end_reason"`
 	TurnReward
 }
 
@@ -99,7 +99,7 @@ type Turn struct {
 	Seq        int64             `json:"seq"`
 	Turn       int               `json:"turn"`    // index within its segment; -1 when in none
 	Segment    *int              `json:"segment"` // null when the call is in no trajectory
-	API        string            `json:"api"`
+	API        recorder.API      `json:"api"`
 	Model      string            `json:"model"`
 	Prompt     []ChatMessage     `json:"prompt"`
 	Tools      []json.RawMessage `json:"tools"`
@@ -121,19 +121,21 @@ type TurnTokens struct {
 
 // TurnOutcome is how the call and its episode ended.
 type TurnOutcome struct {
-	EpisodeStatus string   `json:"episode_status"`
-	EpisodeReward *float64 `json:"episode_reward"`
-	HTTPStatus    int      `json:"http_status"`
-	EndReason     string   `json:"end_reason"`
-	Error         string   `json:"error,omitempty"`
-	Unusable      string   `json:"unusable,omitempty"` // why no sample uses this call
+	EpisodeStatus string             `json:"episode_status"`
+	EpisodeReward *float64           `json:"episode_reward"`
+	HTTPStatus    int                `json:"http_status"`
+	EndReason     recorder.EndReason `json:"end_reason"`
+	Error         string             `json:"error,omitempty"`
+	Unusable      string             `json:"unusable,omitempty"` // why no sample uses this call
 }
 
 // TurnLineage is how the call relates to earlier calls.
 type TurnLineage struct {
-	Kind         string `json:"kind"`
-	ParentCallID string `json:"parent_call_id,omitempty"`
-	RetriedBy    string `json:"retried_by,omitempty"`
+	// Kind is the call's [recorder.Lineage] kind, or "none" for an
+	// unusable call, which is in no thread.
+	Kind         recorder.LineageKind `json:"kind"`
+	ParentCallID string               `json:"parent_call_id,omitempty"`
+	RetriedBy    string               `json:"retried_by,omitempty"`
 }
 
 // episode is one episode being reconstructed.

@@ -14,7 +14,7 @@ import (
 // token ids when tokens is set. It keeps the ground truth: every token
 // sequence it sent and which tokens the model generated.
 type sim struct {
-	api     string
+	api     recorder.API
 	episode string
 	tokens  bool
 	stream  bool
@@ -53,7 +53,7 @@ type simReply struct {
 
 type simToolCall struct{ id, name, args string }
 
-func newSim(api, episode string, seed uint64, tokens bool) *sim {
+func newSim(api recorder.API, episode string, seed uint64, tokens bool) *sim {
 	return &sim{api: api, episode: episode, tokens: tokens, rng: rand.New(rand.NewPCG(seed, 7)),
 		clock: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 }
@@ -181,7 +181,7 @@ func (s *sim) record(th *simThread, r simReply, status int) *recorder.Call {
 	req := s.request(th)
 	s.clock = s.clock.Add(time.Second)
 	c := &recorder.Call{Schema: recorder.CallSchema, EpisodeID: s.episode, Seq: int64(len(s.calls) + 1), CallID: s.id("c"),
-		API: s.api, Method: "POST", Path: "/v1/" + s.api, Model: "m", Stream: s.stream, StartedAt: s.clock,
+		API: s.api, Method: "POST", Path: "/v1/" + string(s.api), Model: "m", Stream: s.stream, StartedAt: s.clock,
 		EndedAt: s.clock.Add(time.Second / 2), Status: status, EndReason: recorder.EndDone, Request: req,
 		Upstream: "http://127.0.0.1:8000", Harness: "sim/1"}
 	if status == 200 {

@@ -27,12 +27,12 @@ const (
 type callState struct {
 	call   *recorder.Call
 	els    elements
-	comp   []Message        // generated messages; nil when unusable
-	out    []uint64         // message units of the completion (lineage.Output)
-	reason string           // why the call is unusable; "" when usable
-	lin    recorder.Lineage // as the lineage package classifies the call
-	kind   string           // lineage kind the call is placed by
-	parent int              // call this one continues or retries, or -1
+	comp   []Message            // generated messages; nil when unusable
+	out    []uint64             // message units of the completion (lineage.Output)
+	reason string               // why the call is unusable; "" when usable
+	lin    recorder.Lineage     // as the lineage package classifies the call
+	kind   recorder.LineageKind // lineage kind the call is placed by
+	parent int                  // call this one continues or retries, or -1
 	seg    *segment
 	turn   int // index in seg.calls, or -1 (set by newEpisode)
 	// retriedBy is the later attempt that replaced this call, or -1.
@@ -92,7 +92,7 @@ func newCallState(c *recorder.Call) *callState {
 	case len(c.Response) == 0:
 		cs.reason = "no_response"
 	case cutOff(c.EndReason):
-		cs.reason = c.EndReason
+		cs.reason = string(c.EndReason)
 	case !finished(c.API, c.Response):
 		cs.reason = "no_finish_reason"
 	default:
@@ -111,7 +111,7 @@ func newCallState(c *recorder.Call) *callState {
 // the client went away, the upstream failed, or it fell silent. Its
 // completion is a prefix of what the policy would have generated, so no
 // sample may train on it.
-func cutOff(endReason string) bool {
+func cutOff(endReason recorder.EndReason) bool {
 	switch endReason {
 	case recorder.EndClientGone, recorder.EndUpstreamError, recorder.EndIdleTimeout:
 		return true
@@ -123,8 +123,8 @@ func cutOff(endReason string) bool {
 // finish_reason (chat, completions), stop_reason (Anthropic) or a final
 // status (Responses) that is not null. A response that omits the member
 // is taken as finished.
-func finished(api string, response []byte) bool {
-	path := map[string]string{apiChat: "choices.0.finish_reason", apiCompletions: "choices.0.finish_reason",
+func finished(api recorder.API, response []byte) bool {
+	path := map[recorder.API]string{apiChat: "choices.0.finish_reason", apiCompletions: "choices.0.finish_reason",
 		apiMessages: "stop_reason", apiResponses: "status"}[api]
 	v := gjson.GetBytes(response, path)
 	if api == apiResponses && v.Exists() {
@@ -178,7 +178,7 @@ func (t *threader) lineageOf(i int) recorder.Lineage {
 
 // continues reports whether a call of lineage kind continues or repeats
 // its parent's conversation.
-func continues(kind string) bool {
+func continues(kind recorder.LineageKind) bool {
 	switch kind {
 	case recorder.LineageRetry, recorder.LineageExtend, recorder.LineageRetokenized, recorder.LineageTemplateRewrite:
 		return true
@@ -188,7 +188,7 @@ func continues(kind string) bool {
 
 // extend appends call i after prev: to prev's segment when prev is its
 // last call, else to a new fork of it.
-func (t *threader) extend(i, prev int, kind string) {
+func (t *threader) extend(i, prev int, kind recorder.LineageKind) {
 	cs, pc := t.calls[i], t.calls[prev]
 	cs.kind, cs.parent = kind, prev
 	if pc.seg != nil && pc.seg.calls[len(pc.seg.calls)-1] == prev {
@@ -229,7 +229,7 @@ func (t *threader) placeByLineage(i int, l recorder.Lineage) {
 	case recorder.LineageRetry:
 		t.retry(i, prev)
 	default:
-		kind := map[string]string{recorder.LineageEdited: SegmentEdited,
+		kind := map[recorder.LineageKind]string{recorder.LineageEdited: SegmentEdited,
 			recorder.LineageCompacted: SegmentCompacted}[l.Kind]
 		if kind == "" {
 			kind = SegmentFork
@@ -241,7 +241,7 @@ func (t *threader) placeByLineage(i int, l recorder.Lineage) {
 
 // startSegment starts a segment with call i, whose parent is in none: the
 // root when it is the first, else a fork of the latest segment.
-func (t *threader) startSegment(i int, kind string) {
+func (t *threader) startSegment(i int, kind recorder.LineageKind) {
 	parent := t.mostRecent()
 	seg := SegmentFork
 	if parent == nil {

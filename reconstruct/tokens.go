@@ -50,7 +50,7 @@ func tokenBreak(calls []*callState, s *segment) int {
 func driftClass(prev, next *callState) string {
 	switch k := next.lin.Kind; k {
 	case recorder.LineageRetokenized, recorder.LineageTemplateRewrite, recorder.LineageEdited, recorder.LineageCompacted:
-		return k
+		return string(k)
 	}
 	p := prev.call.Tokens
 	want := slices.Concat(p.PromptIDs, p.CompletionIDs)
@@ -60,9 +60,9 @@ func driftClass(prev, next *callState) string {
 		d++
 	}
 	if d >= len(p.PromptIDs) {
-		return recorder.LineageRetokenized
+		return string(recorder.LineageRetokenized)
 	}
-	return recorder.LineageTemplateRewrite
+	return string(recorder.LineageTemplateRewrite)
 }
 
 // applyDrift handles token breaks in every segment with token ids by

@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/orchard-rl/orchard/recorder"
 )
 
 // ChatMessage is the message shape of every exported sample: the OpenAI
@@ -53,7 +55,7 @@ type viewMsg struct {
 // request, become one assistant message; Anthropic tool results become
 // one tool message each. calls[i] is the generating call of output i, or
 // -1.
-func chatView(api string, in []viewMsg) (out []ChatMessage, calls []int) {
+func chatView(api recorder.API, in []viewMsg) (out []ChatMessage, calls []int) {
 	for i := 0; i < len(in); {
 		j := i + 1
 		if in[i].msg.Role == "assistant" {
@@ -195,7 +197,7 @@ func otherRaw(p Part) json.RawMessage {
 // chatTools converts tool definitions to the chat shape
 // {"type":"function","function":{name, description, parameters}} that chat
 // templates read. Built-in tools without a schema are kept verbatim.
-func chatTools(api string, tools []Tool) []json.RawMessage {
+func chatTools(api recorder.API, tools []Tool) []json.RawMessage {
 	if tools == nil {
 		return nil
 	}
@@ -206,7 +208,7 @@ func chatTools(api string, tools []Tool) []json.RawMessage {
 	return out
 }
 
-func chatTool(api string, raw json.RawMessage) json.RawMessage {
+func chatTool(api recorder.API, raw json.RawMessage) json.RawMessage {
 	r := gjson.ParseBytes(raw)
 	var schema gjson.Result
 	switch api {

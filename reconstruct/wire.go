@@ -142,31 +142,6 @@ func marshal(v any) json.RawMessage {
 	return b
 }
 
-// textOnly reports whether parts is exactly one plain text part that a
-// plain string can carry.
-func textOnly(parts []Part) bool {
-	return len(parts) == 1 && parts[0].Kind == KindText && parts[0].Raw == nil && len(parts[0].Extra) == 0
-}
-
-// contentValue encodes parts in the given form.
-func contentValue(form Form, parts []Part, encode func(Part) any) (any, bool) {
-	switch form {
-	case FormAbsent:
-		return nil, false
-	case FormNull:
-		return json.RawMessage("null"), true
-	case FormString:
-		if textOnly(parts) {
-			return parts[0].Text, true
-		}
-	}
-	out := make([]any, len(parts))
-	for i, p := range parts {
-		out[i] = encode(p)
-	}
-	return out, true
-}
-
 // decodeContent decodes a content value that may be a string, null, absent
 // or an array, using part to decode array elements.
 func decodeContent(raw json.RawMessage, present bool, part func(json.RawMessage) (Part, error)) (Form, []Part, error) {
@@ -245,15 +220,6 @@ func toolDefs(raw json.RawMessage, name func(fields) string) ([]Tool, error) {
 		tools[i] = Tool{Name: name(f), Raw: e}
 	}
 	return tools, nil
-}
-
-// encodeTools writes tool definitions back verbatim.
-func encodeTools(tools []Tool) []json.RawMessage {
-	out := make([]json.RawMessage, len(tools))
-	for i, t := range tools {
-		out[i] = t.Raw
-	}
-	return out
 }
 
 // isStr reports whether r is a JSON string.

@@ -11,15 +11,15 @@ const CallSchema = "orchard.call/v1"
 // Unattributed is the episode id of calls that named no episode.
 const Unattributed = "unattributed"
 
-// API names recorded in [Call.API].
+// APIs recorded in [Call.API].
 const (
-	APIChatCompletions = "chat.completions"
-	APICompletions     = "completions"
-	APIResponses       = "responses"
-	APIMessages        = "messages"
-	APICountTokens     = "messages.count_tokens"
-	APIEmbeddings      = "embeddings"
-	APIModels          = "models"
+	APIChatCompletions API = "chat.completions"
+	APICompletions     API = "completions"
+	APIResponses       API = "responses"
+	APIMessages        API = "messages"
+	APICountTokens     API = "messages.count_tokens"
+	APIEmbeddings      API = "embeddings"
+	APIModels          API = "models"
 )
 
 // EncodingBase64 is the value of [Call.RequestEncoding] and
@@ -28,11 +28,11 @@ const EncodingBase64 = "base64"
 
 // End reasons recorded in [Call.EndReason].
 const (
-	EndDone          = "done"           // the response ended normally (terminal event seen, or a complete non-streaming body)
-	EndEOF           = "eof"            // the upstream closed a stream without its terminal event
-	EndClientGone    = "client_gone"    // the client went away; the upstream request was cancelled
-	EndUpstreamError = "upstream_error" // the upstream connection failed or was reset
-	EndIdleTimeout   = "idle_timeout"   // no bytes from the upstream for the idle timeout
+	EndDone          EndReason = "done"           // the response ended normally (terminal event seen, or a complete non-streaming body)
+	EndEOF           EndReason = "eof"            // the upstream closed a stream without its terminal event
+	EndClientGone    EndReason = "client_gone"    // the client went away; the upstream request was cancelled
+	EndUpstreamError EndReason = "upstream_error" // the upstream connection failed or was reset
+	EndIdleTimeout   EndReason = "idle_timeout"   // no bytes from the upstream for the idle timeout
 )
 
 // Call is one recorded model call: the orchard.call/v1 record documented in
@@ -46,7 +46,7 @@ type Call struct {
 	EpisodeID   string          `json:"episode_id"`
 	Seq         int64           `json:"seq"`
 	CallID      string          `json:"call_id"`
-	API         string          `json:"api"`
+	API         API             `json:"api"`
 	Method      string          `json:"method"`
 	Path        string          `json:"path"`
 	Model       string          `json:"model,omitempty"`
@@ -55,7 +55,7 @@ type Call struct {
 	FirstByteAt *time.Time      `json:"first_byte_at,omitempty"`
 	EndedAt     time.Time       `json:"ended_at"`
 	Status      int             `json:"status"`
-	EndReason   string          `json:"end_reason"`
+	EndReason   EndReason       `json:"end_reason"`
 	Error       string          `json:"error,omitempty"`
 	Request     json.RawMessage `json:"request,omitempty"`
 	RequestRaw  bool            `json:"request_raw,omitempty"`
@@ -96,23 +96,23 @@ type ChoiceTokens struct {
 
 // Lineage classifies how a call relates to the earlier calls of its episode.
 type Lineage struct {
-	ParentCallID       string `json:"parent_call_id,omitempty"`
-	Kind               string `json:"kind"`
-	CommonPrefixTokens int    `json:"common_prefix_tokens,omitempty"`
-	CommonPrefixMsgs   int    `json:"common_prefix_messages,omitempty"`
-	Thread             int    `json:"thread"`
+	ParentCallID       string      `json:"parent_call_id,omitempty"`
+	Kind               LineageKind `json:"kind"`
+	CommonPrefixTokens int         `json:"common_prefix_tokens,omitempty"`
+	CommonPrefixMsgs   int         `json:"common_prefix_messages,omitempty"`
+	Thread             int         `json:"thread"`
 }
 
 // Lineage kinds recorded in [Lineage.Kind].
 const (
-	LineageRoot            = "root"             // first call of an episode
-	LineageExtend          = "extend"           // exact token continuation of the parent
-	LineageRetokenized     = "retokenized"      // same messages, different ids at the boundary
-	LineageTemplateRewrite = "template_rewrite" // earlier turns re-rendered differently
-	LineageEdited          = "edited"           // history changed by the harness
-	LineageCompacted       = "compacted"        // history replaced by a summary
-	LineageFork            = "fork"             // a new thread (subagent or parallel branch)
-	LineageRetry           = "retry"            // same prompt as an earlier call
+	LineageRoot            LineageKind = "root"             // first call of an episode
+	LineageExtend          LineageKind = "extend"           // exact token continuation of the parent
+	LineageRetokenized     LineageKind = "retokenized"      // same messages, different ids at the boundary
+	LineageTemplateRewrite LineageKind = "template_rewrite" // earlier turns re-rendered differently
+	LineageEdited          LineageKind = "edited"           // history changed by the harness
+	LineageCompacted       LineageKind = "compacted"        // history replaced by a summary
+	LineageFork            LineageKind = "fork"             // a new thread (subagent or parallel branch)
+	LineageRetry           LineageKind = "retry"            // same prompt as an earlier call
 )
 
 // Episode is the stored state of an episode: what created it, how it ended.

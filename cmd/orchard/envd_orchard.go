@@ -14,7 +14,7 @@ import (
 // beside envd's own /envd/v1 API, on the same Manager. The envd token, when
 // set, is also the API key Orchard clients send in X-API-Key. The returned
 // func stops the API's running jobs.
-func withOrchardEnv(native http.Handler, m *envd.Manager, cfg *envdConfig, lg *slog.Logger) (http.Handler, func()) {
+func withOrchardEnv(native http.Handler, m *envd.Manager, cfg *envdConfig, lg *slog.Logger) (http.Handler, func() error) {
 	backend := orchardenv.BackendLocal
 	if cfg.Backend != "local" {
 		backend = orchardenv.BackendKubernetes

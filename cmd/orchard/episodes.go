@@ -215,7 +215,7 @@ func lineage(c *recorder.Call) string {
 	if c.Lineage == nil {
 		return "-"
 	}
-	s := c.Lineage.Kind
+	s := string(c.Lineage.Kind)
 	if c.Lineage.ParentCallID != "" {
 		s += " <- " + c.Lineage.ParentCallID
 	}
@@ -224,15 +224,14 @@ func lineage(c *recorder.Call) string {
 
 // driftSummary counts the calls of each lineage kind, in a fixed order.
 func driftSummary(calls []*recorder.Call) string {
-	n := map[string]int{}
+	n := map[recorder.LineageKind]int{}
 	for _, c := range calls {
 		if c.Lineage != nil {
 			n[c.Lineage.Kind]++
 		}
 	}
 	var parts []string
-	for _, k := range []string{recorder.LineageRoot, recorder.LineageExtend, recorder.LineageRetokenized,
-		recorder.LineageTemplateRewrite, recorder.LineageEdited, recorder.LineageCompacted, recorder.LineageFork, recorder.LineageRetry} {
+	for _, k := range recorder.LineageKinds() {
 		if n[k] > 0 {
 			parts = append(parts, fmt.Sprintf("%s %d", k, n[k]))
 		}

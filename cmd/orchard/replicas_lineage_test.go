@@ -205,7 +205,7 @@ func lineageKinds(calls []*recorder.Call) []string {
 		idx[c.CallID] = i
 		s := "none"
 		if c.Lineage != nil {
-			s = c.Lineage.Kind
+			s = string(c.Lineage.Kind)
 			if p, ok := idx[c.Lineage.ParentCallID]; ok {
 				s += fmt.Sprintf("<-%d", p)
 			}

@@ -42,16 +42,7 @@ type Options struct {
 // Build assembles the image in memory (layers are read from their files
 // when written).
 func Build(opts Options) (v1.Image, error) {
-	if opts.Certs == "" {
-		opts.Certs = "/etc/ssl/certs/ca-certificates.crt"
-	}
-	if opts.Arch == "" {
-		opts.Arch = runtime.GOARCH
-	}
-	if opts.Created.IsZero() {
-		opts.Created = time.Unix(0, 0)
-	}
-	opts.Created = opts.Created.UTC()
+	opts.defaults()
 	base, err := baseLayer(opts.Certs, opts.Created)
 	if err != nil {
 		return nil, err
@@ -75,6 +66,20 @@ func Build(opts Options) (v1.Image, error) {
 	cf.Architecture, cf.OS, cf.Created = opts.Arch, "linux", v1.Time{Time: opts.Created}
 	cf.Config = config(opts)
 	return mutate.ConfigFile(img, cf)
+}
+
+// defaults fills the zero fields of o and puts Created in UTC.
+func (o *Options) defaults() {
+	if o.Certs == "" {
+		o.Certs = "/etc/ssl/certs/ca-certificates.crt"
+	}
+	if o.Arch == "" {
+		o.Arch = runtime.GOARCH
+	}
+	if o.Created.IsZero() {
+		o.Created = time.Unix(0, 0)
+	}
+	o.Created = o.Created.UTC()
 }
 
 func config(opts Options) v1.Config {

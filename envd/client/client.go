@@ -37,17 +37,22 @@ type Client struct{ opts Options }
 
 // New returns a client for opts.BaseURL.
 func New(opts Options) *Client {
-	opts.BaseURL = strings.TrimRight(opts.BaseURL, "/")
-	if opts.HTTP == nil {
-		opts.HTTP = &http.Client{}
-	}
-	if opts.Retries <= 0 {
-		opts.Retries = 4
-	}
-	if opts.StreamIdle <= 0 {
-		opts.StreamIdle = 60 * time.Second
-	}
+	opts.defaults()
 	return &Client{opts: opts}
+}
+
+// defaults fills the zero fields of o and trims BaseURL's trailing slashes.
+func (o *Options) defaults() {
+	o.BaseURL = strings.TrimRight(o.BaseURL, "/")
+	if o.HTTP == nil {
+		o.HTTP = &http.Client{}
+	}
+	if o.Retries <= 0 {
+		o.Retries = 4
+	}
+	if o.StreamIdle <= 0 {
+		o.StreamIdle = 60 * time.Second
+	}
 }
 
 // Create starts a sandbox. The caller must Close (or Finish) it.

@@ -81,15 +81,6 @@ func (c *cgroups) version() string {
 	return "v1"
 }
 
-// enforces reports whether limits of controller ctl are applied.
-func (c *cgroups) enforces(ctl string) bool {
-	if c == nil {
-		return false
-	}
-	_, missing := c.missing[ctl]
-	return !missing
-}
-
 // warnings names each limit in r whose controller c cannot use.
 func (c *cgroups) warnings(r limits) []string {
 	var out []string

@@ -134,3 +134,12 @@ func runServe() int {
 	<-ctx.Done()
 	return 0
 }
+
+// enforces reports whether limits of controller ctl are applied.
+func (c *cgroups) enforces(ctl string) bool {
+	if c == nil {
+		return false
+	}
+	_, missing := c.missing[ctl]
+	return !missing
+}

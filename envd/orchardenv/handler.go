@@ -72,26 +72,31 @@ func New(opts Options) *Handler {
 	if opts.Manager == nil {
 		panic("orchardenv.New: nil Manager")
 	}
-	if opts.Backend == "" {
-		opts.Backend = BackendLocal
-	}
-	if opts.ExecTimeout <= 0 {
-		opts.ExecTimeout = 300 * time.Second
-	}
-	if opts.MaxJobs <= 0 {
-		opts.MaxJobs = 4096
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
+	opts.defaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &Handler{opts: opts, mux: http.NewServeMux(), ctx: ctx, cancel: cancel,
 		sandboxes: map[string]*sandbox{}, jobs: map[string]*job{}}
 	h.routes()
 	return h
+}
+
+// defaults fills the zero fields of o.
+func (o *Options) defaults() {
+	if o.Backend == "" {
+		o.Backend = BackendLocal
+	}
+	if o.ExecTimeout <= 0 {
+		o.ExecTimeout = 300 * time.Second
+	}
+	if o.MaxJobs <= 0 {
+		o.MaxJobs = 4096
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 }
 
 func (h *Handler) routes() {
@@ -120,9 +125,10 @@ func (h *Handler) routes() {
 
 // Close ends the jobs still running (their commands are killed) and
 // waits for them.
-func (h *Handler) Close() {
+func (h *Handler) Close() error {
 	h.cancel()
 	h.wg.Wait()
+	return nil
 }
 
 // ServeHTTP checks the API key (except on / and /health, as Orchard

@@ -5,8 +5,8 @@
 // Two entry points serve two needs. [Framer] is the hot path: bytes are fed in
 // as they arrive and complete raw events come out, without copying, so the
 // proxy can forward and flush event by event with the bytes untouched.
-// [Events] and [Reader] parse events (name, joined data, comments) from a
-// complete body or a stream, keeping each event's raw bytes.
+// [Events] parses events (name, joined data, comments) from a complete body,
+// keeping each event's raw bytes.
 //
 // Every event is bounded by a maximum size ([DefaultMaxEvent] unless given);
 // an event that grows past it fails with [ErrTooLarge] rather than buffering

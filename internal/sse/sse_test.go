@@ -3,10 +3,8 @@ package sse
 import (
 	"bytes"
 	"errors"
-	"io"
 	"strings"
 	"testing"
-	"testing/iotest"
 )
 
 type wantEv struct {
@@ -72,60 +70,6 @@ func TestEvents(t *testing.T) {
 				t.Errorf("Events(%q) = %+v, want %+v", tc.in, got, tc.want)
 			}
 		})
-	}
-}
-
-func TestReader(t *testing.T) {
-	t.Parallel()
-	for _, tc := range parseCases {
-		t.Run(tc.name, func(t *testing.T) {
-			rd := NewReader(iotest.OneByteReader(strings.NewReader(tc.in)), 0)
-			var got []wantEv
-			for {
-				ev, err := rd.Next()
-				if err == io.EOF {
-					break
-				}
-				if err != nil {
-					t.Fatalf("Next() error %v", err)
-				}
-				got = append(got, toWant(ev))
-			}
-			if !eq(got, tc.want) {
-				t.Errorf("Reader(%q) = %+v, want %+v", tc.in, got, tc.want)
-			}
-		})
-	}
-}
-
-func TestReaderTooLarge(t *testing.T) {
-	t.Parallel()
-	rd := NewReader(strings.NewReader("data: "+strings.Repeat("x", 100)+"\n\n"), 50)
-	if _, err := rd.Next(); !errors.Is(err, ErrTooLarge) {
-		t.Fatalf("Next() error = %v, want ErrTooLarge", err)
-	}
-	if _, err := rd.Next(); !errors.Is(err, ErrTooLarge) {
-		t.Fatalf("second Next() error = %v, want ErrTooLarge", err)
-	}
-}
-
-func TestReaderReadError(t *testing.T) {
-	t.Parallel()
-	boom := errors.New("boom")
-	r := io.MultiReader(strings.NewReader("data: a\n\ndata: part"), iotest.ErrReader(boom))
-	rd := NewReader(r, 0)
-	var got []string
-	var err error
-	for {
-		var ev Event
-		ev, err = rd.Next()
-		if err != nil {
-			break
-		}
-		got = append(got, string(ev.Data))
-	}
-	if !errors.Is(err, boom) || strings.Join(got, ",") != "a,part" {
-		t.Fatalf("events %q, err %v; want a,part and boom", got, err)
 	}
 }
 

@@ -35,7 +35,7 @@ type Result struct {
 // Stream assembles an SSE response body of the given API (one of the
 // recorder.API* names of a generation API). The body must already be decoded
 // from any Content-Encoding. It never panics; unknown APIs yield Err.
-func Stream(api string, body []byte) Result {
+func Stream(api recorder.API, body []byte) Result {
 	a, err := newAssembler(api)
 	if err != nil {
 		return Result{Err: err.Error()}
@@ -51,7 +51,7 @@ func Stream(api string, body []byte) Result {
 }
 
 // newAssembler returns the stream assembler of a generation API.
-func newAssembler(api string) (streamAssembler, error) {
+func newAssembler(api recorder.API) (streamAssembler, error) {
 	switch api {
 	case recorder.APIChatCompletions:
 		return newChoices(true), nil
@@ -76,7 +76,7 @@ type streamAssembler interface {
 
 // JSON extracts usage, model and tokens from a non-streaming response body of
 // the given API. Response is the body itself when it is valid JSON.
-func JSON(api string, body []byte) Result {
+func JSON(api recorder.API, body []byte) Result {
 	if !gjson.ValidBytes(body) {
 		return Result{Response: quote(string(body)), Err: "response body is not valid JSON"}
 	}

@@ -16,12 +16,13 @@ func sseBody(lines ...string) []byte {
 func TestStreamCases(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name, api string
-		body      []byte
-		response  string // "" skips the check
-		done      bool
-		err       string
-		tokens    *recorder.Tokens
+		name     string
+		api      recorder.API
+		body     []byte
+		response string // "" skips the check
+		done     bool
+		err      string
+		tokens   *recorder.Tokens
 	}{
 		{
 			name: "sglang reasoning_content, unknown fields kept, crlf",
@@ -126,8 +127,10 @@ func TestStreamCases(t *testing.T) {
 func TestJSONCases(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name, api, body string
-		want            assemble.Result
+		name string
+		api  recorder.API
+		body string
+		want assemble.Result
 	}{
 		{"vllm completions ids per choice", recorder.APICompletions,
 			`{"model":"m","choices":[{"index":0,"text":"a","logprobs":{"token_logprobs":[-1,null]},"prompt_token_ids":[3],"token_ids":[4,5]}],"usage":{"completion_tokens":2}}`,

@@ -9,7 +9,7 @@ import (
 	"github.com/orchard-rl/orchard/recorder"
 )
 
-var fuzzAPIs = []string{recorder.APIChatCompletions, recorder.APICompletions, recorder.APIResponses, recorder.APIMessages}
+var fuzzAPIs = []recorder.API{recorder.APIChatCompletions, recorder.APICompletions, recorder.APIResponses, recorder.APIMessages}
 
 // FuzzStream feeds arbitrary bodies to every API's assembler: it must never
 // panic, must return valid JSON, and its ids must never be misaligned with
@@ -44,7 +44,7 @@ func FuzzStream(f *testing.F) {
 
 // inPieces feeds body to a Streamer cut after every byte whose value is
 // below 16 (so the fuzzer controls the cuts).
-func inPieces(t *testing.T, api string, body []byte) assemble.Result {
+func inPieces(t *testing.T, api recorder.API, body []byte) assemble.Result {
 	s, err := assemble.NewStreamer(api)
 	if err != nil {
 		t.Fatal(err)

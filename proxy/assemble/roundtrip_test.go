@@ -17,7 +17,9 @@ import (
 // roundTrips lists, per API, requests whose streamed form must assemble into
 // exactly the non-streaming response of the same script.
 var roundTrips = []struct {
-	name, api, path, body string
+	name       string
+	api        recorder.API
+	path, body string
 }{
 	{"chat vllm text ids logprobs", recorder.APIChatCompletions, "/v1/chat/completions",
 		`{"model":"text","messages":[{"role":"user","content":"capital?"}],"return_token_ids":true,"logprobs":true,"top_logprobs":2}`},
@@ -74,7 +76,7 @@ func post(t *testing.T, srv *llmtest.Server, path, body string) []byte {
 }
 
 // streamBody turns a non-streaming request body into its streaming twin.
-func streamBody(api, body string) string {
+func streamBody(api recorder.API, body string) string {
 	if api == recorder.APIResponses || api == recorder.APIMessages {
 		return strings.TrimSuffix(body, "}") + `,"stream":true}`
 	}
@@ -152,7 +154,7 @@ func TestStreamerPieces(t *testing.T) {
 
 // feedPieces writes body to a new Streamer one byte at a time (seed 0) or in
 // pseudo-random pieces of 1-64 bytes.
-func feedPieces(t *testing.T, api string, body []byte, seed int) assemble.Result {
+func feedPieces(t *testing.T, api recorder.API, body []byte, seed int) assemble.Result {
 	t.Helper()
 	s, err := assemble.NewStreamer(api)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 
 	"github.com/orchard-rl/orchard/internal/sse"
+	"github.com/orchard-rl/orchard/recorder"
 )
 
 // Streamer assembles an SSE response as its bytes arrive, so that the proxy
@@ -19,7 +20,7 @@ type Streamer struct {
 
 // NewStreamer returns a Streamer for the given API (one of the recorder.API*
 // names of a generation API), or an error for any other.
-func NewStreamer(api string) (*Streamer, error) {
+func NewStreamer(api recorder.API) (*Streamer, error) {
 	a, err := newAssembler(api)
 	if err != nil {
 		return nil, err

@@ -71,16 +71,21 @@ func New(opts Options) *Handler {
 	if opts.Store == nil || opts.Signer == nil {
 		panic("episodes: Options.Store and Options.Signer are required")
 	}
-	if opts.TokenTTL <= 0 {
-		opts.TokenTTL = 24 * time.Hour
-	}
+	opts.defaults()
 	h := &Handler{opts: opts, log: opts.Logger, finished: newFinishedCache(1 << 16), running: make(map[string]time.Time)}
-	if h.log == nil {
-		h.log = slog.New(slog.DiscardHandler)
-	}
 	h.mux = h.routes()
 	h.startFeed()
 	return h
+}
+
+// defaults fills the zero fields of o.
+func (o *Options) defaults() {
+	if o.TokenTTL <= 0 {
+		o.TokenTTL = 24 * time.Hour
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
 }
 
 // ServeHTTP serves one request for a path under [Prefix].

@@ -36,7 +36,7 @@ func TestOfficialClients(t *testing.T) {
 	tests := []struct {
 		name   string
 		ua     string
-		api    string
+		api    recorder.API
 		stream bool
 		call   func(t *testing.T)
 	}{

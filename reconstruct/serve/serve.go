@@ -32,10 +32,15 @@ func New(opts Options) *Handler {
 	if opts.Source == nil {
 		panic("serve.New: nil Source")
 	}
-	if opts.Next == nil {
-		opts.Next = http.NotFoundHandler()
-	}
+	opts.defaults()
 	return &Handler{opts: opts}
+}
+
+// defaults fills the zero fields of o.
+func (o *Options) defaults() {
+	if o.Next == nil {
+		o.Next = http.NotFoundHandler()
+	}
 }
 
 const prefix, suffix = "/orchard/v1/episodes/", "/samples"

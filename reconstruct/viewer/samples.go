@@ -42,7 +42,7 @@ func (h *Handler) turns(ctx context.Context, id string) ([]reconstruct.Turn, err
 
 // driftClasses are the drift filter's values: how a segment's token
 // prefix broke (reconstruct's Drift.Class).
-var driftClasses = []string{recorder.LineageRetokenized, recorder.LineageTemplateRewrite, recorder.LineageEdited, "any"}
+var driftClasses = []string{string(recorder.LineageRetokenized), string(recorder.LineageTemplateRewrite), string(recorder.LineageEdited), "any"}
 
 // deepMatch applies the filters that need the episode's calls or samples.
 func (h *Handler) deepMatch(ctx context.Context, q *listQuery, row listRow) (listRow, bool, error) {

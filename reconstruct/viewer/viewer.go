@@ -75,7 +75,7 @@ func New(opts Options) *Handler {
 	if opts.Source == nil {
 		panic("viewer: Options.Source is nil")
 	}
-	defaults(&opts)
+	opts.defaults()
 	h := &Handler{opts: opts, log: opts.Logger, pages: parsePages()}
 	r := chi.NewRouter()
 	r.Use(h.secure)
@@ -91,7 +91,8 @@ func New(opts Options) *Handler {
 	return h
 }
 
-func defaults(o *Options) {
+// defaults fills the zero fields of o.
+func (o *Options) defaults() {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}

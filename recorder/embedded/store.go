@@ -81,9 +81,6 @@ var _ recorder.Store = (*Store)(nil)
 // it), scans every segment to build the index, and cuts a torn frame off
 // the end of the last segment.
 func Open(dir string, opts Options) (*Store, error) {
-	if opts.SegmentBytes <= 0 {
-		opts.SegmentBytes = defaultSegmentBytes
-	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
@@ -121,20 +118,27 @@ func OpenReadOnly(dir string) (*Store, error) {
 }
 
 func newStore(dir string, opts Options, readOnly bool) *Store {
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	if opts.MaxEncoders <= 0 {
-		opts.MaxEncoders = 1024
-	}
+	opts.defaults()
 	s := &Store{
-		dir: dir, opts: opts, readOnly: readOnly, log: log,
+		dir: dir, opts: opts, readOnly: readOnly, log: opts.Logger,
 		idx: newIndex(), files: map[int]*os.File{}, encoders: map[string]*recorder.EpisodeEncoder{},
 		encoderUse: map[string]uint64{},
 	}
 	s.syncCond = sync.NewCond(&s.syncMu)
 	return s
+}
+
+// defaults fills the zero fields of o.
+func (o *Options) defaults() {
+	if o.SegmentBytes <= 0 {
+		o.SegmentBytes = defaultSegmentBytes
+	}
+	if o.MaxEncoders <= 0 {
+		o.MaxEncoders = 1024
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
 }
 
 func segPath(dir string, n int) string { return filepath.Join(dir, fmt.Sprintf("%010d.seg", n)) }

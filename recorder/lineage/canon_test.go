@@ -7,7 +7,7 @@ import (
 )
 
 // units returns the message-level prompt and first output of a call.
-func units(t *testing.T, api, req, resp string) ([]uint64, []uint64) {
+func units(t *testing.T, api recorder.API, req, resp string) ([]uint64, []uint64) {
 	t.Helper()
 	var in seqInput[uint64]
 	x := extractor{in: &in, memo: map[uint64]uint64{}}
@@ -23,7 +23,9 @@ func units(t *testing.T, api, req, resp string) ([]uint64, []uint64) {
 
 func TestCanonicalEqual(t *testing.T) {
 	tests := []struct {
-		name, api, a, b string
+		name string
+		api  recorder.API
+		a, b string
 	}{
 		{"key order and whitespace", recorder.APIChatCompletions,
 			`{"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"a":1,"b":2}}}]}`,
@@ -67,7 +69,9 @@ func TestCanonicalEqual(t *testing.T) {
 
 func TestCanonicalDifferent(t *testing.T) {
 	tests := []struct {
-		name, api, a, b string
+		name string
+		api  recorder.API
+		a, b string
 	}{
 		{"text", recorder.APIChatCompletions,
 			`{"messages":[{"role":"user","content":"hi"}]}`, `{"messages":[{"role":"user","content":"hi!"}]}`},
@@ -102,7 +106,9 @@ func TestCanonicalDifferent(t *testing.T) {
 // harness echoes back in the next request, for each API.
 func TestOutputMatchesEcho(t *testing.T) {
 	tests := []struct {
-		name, api, resp, echo string
+		name       string
+		api        recorder.API
+		resp, echo string
 	}{
 		{"chat", recorder.APIChatCompletions,
 			`{"choices":[{"index":0,"message":{"role":"assistant","content":null,"refusal":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{\"a\": 1}"}}]}}]}`,

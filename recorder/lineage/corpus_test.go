@@ -20,7 +20,7 @@ const corpusDir = "../../testdata/lineage"
 
 // wantKinds is the expected kind of each call of each corpus episode, in
 // order, stated independently of the golden files.
-var wantKinds = map[string][]string{
+var wantKinds = map[string][]recorder.LineageKind{
 	"continuation-chat-tokens":      {"root", "extend", "extend", "extend"},
 	"continuation-messages":         {"root", "extend", "extend", "extend"},
 	"continuation-completions":      {"root", "extend", "retry", "extend"},
@@ -38,7 +38,7 @@ var wantKinds = map[string][]string{
 
 // withoutTokens is the kind a call gets when its token ids are removed:
 // drift between ids is invisible at the message level.
-var withoutTokens = map[string]string{
+var withoutTokens = map[recorder.LineageKind]recorder.LineageKind{
 	recorder.LineageRetokenized:     recorder.LineageExtend,
 	recorder.LineageTemplateRewrite: recorder.LineageExtend,
 }

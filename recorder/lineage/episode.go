@@ -72,7 +72,7 @@ type episode struct {
 	calls   []callRec
 	threads []int32 // tip call of each thread
 	tok     *space[int32]
-	msg     map[string]*space[uint64]
+	msg     map[recorder.API]*space[uint64]
 	text    *space[byte]
 	respIDs map[string]int32 // responses API response id -> call
 	byID    map[string]int32 // call id -> call
@@ -86,7 +86,7 @@ func newEpisode(id string) *episode {
 	return &episode{
 		id:      id,
 		tok:     newSpace[int32](false),
-		msg:     make(map[string]*space[uint64]),
+		msg:     make(map[recorder.API]*space[uint64]),
 		text:    newSpace[byte](false),
 		respIDs: make(map[string]int32),
 		byID:    make(map[string]int32),
@@ -95,7 +95,7 @@ func newEpisode(id string) *episode {
 
 // decision is how the current call relates to the earlier ones.
 type decision struct {
-	kind      string
+	kind      recorder.LineageKind
 	parent    int32 // -1 for a root
 	newThread bool
 }
@@ -185,7 +185,7 @@ func (e *episode) decide(ci int32, tv, mv view) decision {
 // extend continues parent's thread. When the thread has moved past
 // parent, the call is either an edit of the thread (most of what the tip
 // has after the common prefix is still there) or a branch from parent.
-func (e *episode) extend(parent int32, kind string, mv view) decision {
+func (e *episode) extend(parent int32, kind recorder.LineageKind, mv view) decision {
 	thread := e.calls[parent].thread
 	tip := e.threads[thread]
 	if tip == parent {
@@ -201,7 +201,7 @@ func (e *episode) extend(parent int32, kind string, mv view) decision {
 
 // drift tells, for a call whose messages extend parent, how its ids differ
 // from parent's prompt+completion ids.
-func (e *episode) drift(tv view, parent int32) string {
+func (e *episode) drift(tv view, parent int32) recorder.LineageKind {
 	if tv == nil || !e.calls[parent].tok {
 		return recorder.LineageExtend
 	}

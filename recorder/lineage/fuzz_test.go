@@ -190,7 +190,7 @@ func FuzzObserveJSON(f *testing.F) {
 	f.Add(uint8(1), []byte(`{"input":"hi","previous_response_id":"r1"}`), []byte(`{"id":"r2","output":[]}`))
 	f.Add(uint8(2), []byte(`{"prompt":["a"]}`), []byte(`{"choices":[{"text":"b","index":3}]}`))
 	f.Add(uint8(3), []byte(`{"messages":"x","system":[[[[]]]]}`), []byte(`{"content":[{"type":"tool_use","input":{"a":[1e400]}}]}`))
-	apis := []string{recorder.APIChatCompletions, recorder.APIResponses, recorder.APICompletions, recorder.APIMessages}
+	apis := []recorder.API{recorder.APIChatCompletions, recorder.APIResponses, recorder.APICompletions, recorder.APIMessages}
 	f.Fuzz(func(t *testing.T, api uint8, req, resp []byte) {
 		tr := NewTracker(Options{MaxBytes: 1})
 		for i := range 3 {

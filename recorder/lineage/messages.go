@@ -82,7 +82,7 @@ func parseRequest(r gjson.Result) request {
 // (chat.completions, responses or messages). It reports false when the
 // request is not a JSON object. prevID is the responses API's
 // previous_response_id. Neither req nor resp is retained.
-func (x *extractor) extract(api string, req, resp []byte) (prevID string, ok bool) {
+func (x *extractor) extract(api recorder.API, req, resp []byte) (prevID string, ok bool) {
 	r := gjson.Parse(transient(req))
 	if !r.IsObject() {
 		return "", false

@@ -18,7 +18,7 @@ func TestObserveSkips(t *testing.T) {
 	if l, ok := tr.Observe(nil); ok || l != (recorder.Lineage{}) {
 		t.Errorf("Observe(nil) = %+v, %v, want zero, false", l, ok)
 	}
-	for _, api := range []string{recorder.APICountTokens, recorder.APIEmbeddings, recorder.APIModels, ""} {
+	for _, api := range []recorder.API{recorder.APICountTokens, recorder.APIEmbeddings, recorder.APIModels, ""} {
 		c := tokCall("x", seq(0, 10), nil)
 		c.API = api
 		if l, ok := tr.Observe(c); ok || l != (recorder.Lineage{}) {
@@ -52,7 +52,7 @@ func TestObserveWithoutData(t *testing.T) {
 	// No token ids and a request that is not JSON: still a kind, never root
 	// after the first call.
 	tr := NewTracker(Options{})
-	for i, want := range []string{recorder.LineageRoot, recorder.LineageFork} {
+	for i, want := range []recorder.LineageKind{recorder.LineageRoot, recorder.LineageFork} {
 		c := &recorder.Call{EpisodeID: "e", CallID: fmt.Sprint(i), API: recorder.APIMessages, Request: []byte(`"raw"`), RequestRaw: true}
 		if l, ok := tr.Observe(c); !ok || l.Kind != want {
 			t.Errorf("call %d = %+v, %v, want %s", i, l, ok, want)
@@ -71,7 +71,7 @@ func oneEpisodeBytes() int64 {
 func TestMaxBytes(t *testing.T) {
 	tr := NewTracker(Options{MaxBytes: 2*oneEpisodeBytes() + 100})
 	first := func(ep string) { tr.Observe(inEpisode(ep, tokCall(ep+"1", seq(0, 10), seq(10, 5)))) }
-	second := func(ep string) string {
+	second := func(ep string) recorder.LineageKind {
 		l, _ := tr.Observe(inEpisode(ep, tokCall(ep+"2", seq(0, 20), nil)))
 		return l.Kind
 	}
@@ -136,7 +136,7 @@ func TestObserveKeepsNoReferences(t *testing.T) {
 func TestConcurrent(t *testing.T) {
 	tr := NewTracker(Options{MaxBytes: 1 << 20})
 	var wg sync.WaitGroup
-	kinds := make([][]string, 8)
+	kinds := make([][]recorder.LineageKind, 8)
 	for g := range 8 {
 		wg.Go(func() {
 			ep := fmt.Sprintf("ep%d", g)

@@ -21,7 +21,7 @@ type Item struct {
 // API keeps outside that list (tools, instructions, system) is not an
 // item. ok is false for other APIs and for a request that is not a JSON
 // object.
-func Items(api string, req []byte) (items []Item, ok bool) {
+func Items(api recorder.API, req []byte) (items []Item, ok bool) {
 	f := itemUnit(api)
 	r := gjson.Parse(transient(req))
 	if f == nil || !r.IsObject() {
@@ -44,7 +44,7 @@ func Items(api string, req []byte) (items []Item, ok bool) {
 // Output returns the units of the output a thread keeps of a response
 // object of api: choice 0's message (chat.completions), the output items
 // but reasoning (responses), the message (messages).
-func Output(api string, resp []byte) []uint64 {
+func Output(api recorder.API, resp []byte) []uint64 {
 	out := gjson.Parse(transient(resp))
 	switch api {
 	case recorder.APIChatCompletions:
@@ -73,7 +73,7 @@ func Output(api string, resp []byte) []uint64 {
 
 // itemUnit returns the unit of one request message or input item of api,
 // or nil when api has no message units.
-func itemUnit(api string) func(gjson.Result) uint64 {
+func itemUnit(api recorder.API) func(gjson.Result) uint64 {
 	switch api {
 	case recorder.APIChatCompletions:
 		return chatMessage

@@ -12,9 +12,10 @@ import (
 // Raw is its JSON within the request.
 func TestItems(t *testing.T) {
 	tests := []struct {
-		api, resp, next string
-		raws            []string // Raw of each item of next
-		echo            int      // the item of next that echoes resp's output
+		api        recorder.API
+		resp, next string
+		raws       []string // Raw of each item of next
+		echo       int      // the item of next that echoes resp's output
 	}{
 		{recorder.APIChatCompletions,
 			`{"choices":[{"index":1,"message":{"role":"assistant","content":"no"}},{"index":0,"message":{"role":"assistant","content":"hi","reasoning_content":"r"}}]}`,
@@ -30,7 +31,7 @@ func TestItems(t *testing.T) {
 			[]string{`{"role":"user","content":"q"}`, `{"role":"assistant","content":"hi"}`}, 1},
 	}
 	for _, tt := range tests {
-		t.Run(tt.api, func(t *testing.T) {
+		t.Run(string(tt.api), func(t *testing.T) {
 			out := Output(tt.api, []byte(tt.resp))
 			if len(out) != 1 {
 				t.Fatalf("Output = %v, want one unit", out)
@@ -66,9 +67,12 @@ func TestItemsWithoutUnits(t *testing.T) {
 	if s, _ := Items(recorder.APIResponses, []byte(`{"input":"hi"}`)); len(s) != 1 || s[0].Unit == 0 || string(s[0].Raw) != `"hi"` {
 		t.Errorf("string input items = %+v, want one", s)
 	}
-	for _, c := range [][2]string{{recorder.APICompletions, `{"prompt":"p"}`}, {recorder.APIChatCompletions, `[]`}} {
-		if _, ok := Items(c[0], []byte(c[1])); ok {
-			t.Errorf("Items(%s, %s) ok, want not", c[0], c[1])
+	for _, c := range []struct {
+		api recorder.API
+		req string
+	}{{recorder.APICompletions, `{"prompt":"p"}`}, {recorder.APIChatCompletions, `[]`}} {
+		if _, ok := Items(c.api, []byte(c.req)); ok {
+			t.Errorf("Items(%s, %s) ok, want not", c.api, c.req)
 		}
 	}
 }

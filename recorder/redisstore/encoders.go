@@ -71,10 +71,3 @@ func (c *encoders) drop(id string) {
 		delete(c.m, id)
 	}
 }
-
-// len returns how many entries are cached.
-func (c *encoders) len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.lru.Len()
-}

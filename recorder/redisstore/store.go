@@ -72,17 +72,9 @@ var _ recorder.Store = (*Store)(nil)
 //	redis+cluster://[user:password@]host1:port1,host2:port2[?options]
 //	rediss+cluster://...                           (Redis Cluster over TLS)
 func Open(ctx context.Context, url string, opts Options) (*Store, error) {
-	if opts.Prefix == "" {
-		opts.Prefix = defaultPrefix
-	}
+	opts.defaults()
 	if err := validPrefix(opts.Prefix); err != nil {
 		return nil, err
-	}
-	if opts.MaxEncoders <= 0 {
-		opts.MaxEncoders = defaultMaxEncoders
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	rdb, err := ParseURL(url, opts.TLS)
 	if err != nil {
@@ -96,6 +88,19 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		opts.Logger.Warn("redis does not answer; starting anyway, calls spill until it does", "redis", redactURL(url), "err", err)
 	}
 	return &Store{rdb: rdb, opts: opts, keys: keys{prefix: opts.Prefix}, log: opts.Logger, encs: newEncoders(opts.MaxEncoders)}, nil
+}
+
+// defaults fills the zero fields of o.
+func (o *Options) defaults() {
+	if o.Prefix == "" {
+		o.Prefix = defaultPrefix
+	}
+	if o.MaxEncoders <= 0 {
+		o.MaxEncoders = defaultMaxEncoders
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
 }
 
 // Close closes the connections. Calls in flight fail with an error.

@@ -132,3 +132,10 @@ func testDeleteUnderReplica(t *testing.T, url string) {
 	writeT(t, b, calls[5])
 	assertCalls(t, callsT(t, b, "ep"), calls[3:])
 }
+
+// len returns how many entries are cached.
+func (c *encoders) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lru.Len()
+}

@@ -56,7 +56,7 @@ func samples(rs []Rollout) []int {
 	return out
 }
 
-func TestSelect(t *testing.T) {
+func TestTake(t *testing.T) {
 	tests := []struct {
 		name       string
 		rs         []Rollout
@@ -75,9 +75,9 @@ func TestSelect(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			g, rest, ok := Select(tt.rs, 4, 0.25, 0.75)
+			g, rest, ok := newWindow(4, 0.25, 0.75).take(tt.rs)
 			if ok != tt.ok || !reflect.DeepEqual(samples(g), tt.group) || !reflect.DeepEqual(samples(rest), tt.out) {
-				t.Errorf("Select = %v, %v, %v; want %v, %v, %v", samples(g), samples(rest), ok, tt.group, tt.out, tt.ok)
+				t.Errorf("take = %v, %v, %v; want %v, %v, %v", samples(g), samples(rest), ok, tt.group, tt.out, tt.ok)
 			}
 		})
 	}

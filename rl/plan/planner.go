@@ -149,9 +149,6 @@ func New(o Options) *Planner {
 		tasks: map[string]*taskState{}}
 }
 
-// Options returns the planner's options with defaults filled in.
-func (p *Planner) Options() Options { return p.o }
-
 // AddTask adds a task with prior q (the zero value means Options.Prior).
 // Adding a task twice keeps the first.
 func (p *Planner) AddTask(id string, q Posterior) {

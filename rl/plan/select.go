@@ -74,15 +74,11 @@ func (w window) pick(pos, neg int) int {
 
 func abs(x int) int { return max(x, -x) }
 
-// Select picks a group of n from rs whose share of positives (reward > 0)
-// lies in [lo, hi], closest to its middle, best rollouts first: completed
+// take picks a group of w.n from rs whose share of positives (reward > 0)
+// lies in the window, closest to its middle, best rollouts first: completed
 // before truncated before timed out, then shorter generated length, then
 // sample order. Aborted rollouts are never selected. It returns the group
 // and the rest, or ok false when no such group exists.
-func Select(rs []Rollout, n int, lo, hi float64) (group, rest []Rollout, ok bool) {
-	return newWindow(n, lo, hi).take(rs)
-}
-
 func (w window) take(rs []Rollout) (group, rest []Rollout, ok bool) {
 	var pos, neg, other []Rollout
 	for _, r := range rs {

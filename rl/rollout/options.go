@@ -46,8 +46,8 @@ func Defaults() Options {
 	}
 }
 
-// withDefaults fills the zero fields that mean nothing on their own.
-func (o Options) withDefaults() Options {
+// defaults fills the zero fields that mean nothing on their own.
+func (o *Options) defaults() {
 	d := Defaults()
 	if o.Output == nil {
 		o.Output = d.Output
@@ -64,14 +64,13 @@ func (o Options) withDefaults() Options {
 	if o.Concurrency < 1 {
 		o.Concurrency = d.Concurrency
 	}
-	return o
 }
 
 // Runner runs episodes and rollouts with one set of options.
 type Runner struct{ o Options }
 
 // New returns a Runner; zero fields of o take their defaults.
-func New(o Options) *Runner { return &Runner{o: o.withDefaults()} }
-
-// Options returns the runner's options, defaults filled.
-func (r *Runner) Options() Options { return r.o }
+func New(o Options) *Runner {
+	o.defaults()
+	return &Runner{o: o}
+}

@@ -20,9 +20,9 @@ func TestDefaults(t *testing.T) {
 }
 
 func TestNewFillsZeroFields(t *testing.T) {
-	got := New(Options{Harness: []string{"h"}}).Options()
+	got := New(Options{Harness: []string{"h"}}).o
 	if got.Output != io.Discard || got.Workdir != "/work" || got.Network != "proxy" || got.N != 8 || got.Concurrency != 64 {
-		t.Errorf("New(zero).Options() = %+v", got)
+		t.Errorf("New(zero).o = %+v", got)
 	}
 	if got.Timeout != 0 || got.VerifierTimeout != 0 {
 		t.Errorf("zero timeouts (no limit) changed: %v %v", got.Timeout, got.VerifierTimeout)
@@ -33,11 +33,11 @@ func TestNewKeepsSetFields(t *testing.T) {
 	var out bytes.Buffer
 	o := Options{Output: &out, Workdir: "/w", Network: "none", Timeout: time.Second, VerifierTimeout: 2 * time.Second,
 		N: 3, Concurrency: 2, Image: "img", Verifier: "true", NoEpisode: true}
-	got := New(o).Options()
+	got := New(o).o
 	if got.Output != &out || got.Workdir != "/w" || got.Network != "none" || got.Timeout != time.Second ||
 		got.VerifierTimeout != 2*time.Second || got.N != 3 || got.Concurrency != 2 || got.Image != "img" ||
 		got.Verifier != "true" || !got.NoEpisode {
-		t.Errorf("New(o).Options() = %+v, want %+v", got, o)
+		t.Errorf("New(o).o = %+v, want %+v", got, o)
 	}
 }
 

@@ -137,7 +137,7 @@ func (h *harness) call(s step) (string, string, string) {
 func (h *harness) trajectory(steps []step) *reconstruct.Trajectory {
 	t := &reconstruct.Trajectory{Tools: h.tools, Messages: []reconstruct.ChatMessage{{Role: "user", Content: "fix the bug"}}, LossMask: []int8{0}}
 	for i, s := range steps {
-		t.Turns = append(t.Turns, reconstruct.TrajectoryTurn{MessageIndex: len(t.Messages), CallID: fmt.Sprintf("c%d", i), EndReason: s.finish})
+		t.Turns = append(t.Turns, reconstruct.TrajectoryTurn{MessageIndex: len(t.Messages), CallID: fmt.Sprintf("c%d", i)})
 		if s.cmd == "" && s.read == "" && s.edit == "" && s.rawTool == "" {
 			t.Messages = append(t.Messages, reconstruct.ChatMessage{Role: "assistant", Content: s.text})
 			t.LossMask = append(t.LossMask, 1)

@@ -28,13 +28,18 @@ type HTTP struct {
 
 // NewHTTP returns an HTTP scorer.
 func NewHTTP(o HTTPOptions) *HTTP {
+	o.defaults()
+	return &HTTP{o: o}
+}
+
+// defaults fills the zero fields of o.
+func (o *HTTPOptions) defaults() {
 	if o.Timeout == 0 {
 		o.Timeout = 30 * time.Second
 	}
 	if o.Client == nil {
 		o.Client = &http.Client{}
 	}
-	return &HTTP{o: o}
 }
 
 type httpAnswer struct {

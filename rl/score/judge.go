@@ -41,6 +41,12 @@ type Judge struct {
 
 // NewJudge returns a judge scorer.
 func NewJudge(o JudgeOptions) *Judge {
+	o.defaults()
+	return &Judge{o: o}
+}
+
+// defaults fills the zero fields of o and trims BaseURL's trailing slash.
+func (o *JudgeOptions) defaults() {
 	if o.Timeout == 0 {
 		o.Timeout = 60 * time.Second
 	}
@@ -48,7 +54,6 @@ func NewJudge(o JudgeOptions) *Judge {
 		o.Client = &http.Client{}
 	}
 	o.BaseURL = strings.TrimSuffix(o.BaseURL, "/")
-	return &Judge{o: o}
 }
 
 // judgeAnswer is the strict grammar of a judge's answer.

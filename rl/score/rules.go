@@ -37,10 +37,15 @@ func NewRules(o RulesOptions) *Rules {
 	if o.Totals == nil {
 		panic("score.NewRules: nil Totals")
 	}
+	o.defaults()
+	return &Rules{o: o}
+}
+
+// defaults fills the zero fields of o.
+func (o *RulesOptions) defaults() {
 	if o.Scale == 0 {
 		o.Scale = 4
 	}
-	return &Rules{o: o}
 }
 
 // Score computes ep's value from its totals.
