@@ -27,6 +27,7 @@ type exchange struct {
 	api  string // "" for unrecorded routes
 	att  attribution
 	up   *Upstream
+	kind UpstreamKind // up's kind for this call (detected for KindAuto)
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc

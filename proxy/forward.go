@@ -124,6 +124,7 @@ func (x *exchange) readRequest(r *http.Request) *Error {
 		x.up = up
 	}
 	x.stream = gjson.GetBytes(x.reqBody, "stream").Bool()
+	x.kind = x.h.kinds.kind(r.Context(), x.up)
 	x.patchRequest()
 	return nil
 }
@@ -141,7 +142,7 @@ func (x *exchange) begin(r *http.Request, start time.Time) {
 		Stream:       x.stream,
 		StartedAt:    start.UTC(),
 		Upstream:     x.up.String(),
-		UpstreamKind: x.up.Kind,
+		UpstreamKind: string(x.kind),
 		Harness:      r.Header.Get("User-Agent"),
 		Injected:     x.injected,
 	}

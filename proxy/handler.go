@@ -90,6 +90,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Workers assemble records off the request path. Default 2.
 	Workers int
+	// ProbeTimeout bounds each GET {base}/models that learns the kind of a
+	// [KindAuto] upstream; calls made before a kind is known wait for it at
+	// most this long. Default 3s.
+	ProbeTimeout time.Duration
 }
 
 // Upstream is one inference server the proxy forwards to.
@@ -100,9 +104,9 @@ type Upstream struct {
 	// Key, when set, replaces the client's credential upstream. It never
 	// leaves the proxy otherwise.
 	Key string
-	// Kind names the server type for token injection: vllm, sglang, openai,
-	// anthropic; "" behaves like openai.
-	Kind string
+	// Kind names the server type for token injection; [KindAuto] learns it
+	// from the server. "" behaves like [KindOpenAI].
+	Kind UpstreamKind
 }
 
 // String returns the base URL without credentials.
@@ -127,6 +131,7 @@ type Handler struct {
 	lin    *lineage.Tracker
 	order  *arrivals
 	met    *metrics // nil without Options.Registry
+	kinds  *detector
 }
 
 // New returns a Handler with its record workers running. It panics if
@@ -149,6 +154,9 @@ func New(opts Options) *Handler {
 	}
 	if opts.Workers <= 0 {
 		opts.Workers = 2
+	}
+	if opts.ProbeTimeout <= 0 {
+		opts.ProbeTimeout = 3 * time.Second
 	}
 	if opts.Transport == nil {
 		opts.Transport = newTransport()
@@ -192,6 +200,7 @@ func New(opts Options) *Handler {
 	if opts.Registry != nil {
 		h.met = newMetrics(opts.Registry)
 	}
+	h.kinds = newDetector(opts, lg, h.met)
 	if opts.LineageEpisodes <= 0 {
 		opts.LineageEpisodes = 1024
 	}
@@ -215,6 +224,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) Close() error {
 	close(h.done)
 	h.wg.Wait()
+	h.kinds.close()
 	h.eps.stopFeed()
 	return nil
 }

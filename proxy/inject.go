@@ -12,15 +12,6 @@ import (
 	"github.com/orchard-rl/orchard/recorder"
 )
 
-// Upstream kinds. Only vllm and sglang get token fields injected; hosted
-// APIs return no token ids, so nothing is asked of them.
-const (
-	KindOpenAI    = "openai"
-	KindVLLM      = "vllm"
-	KindSGLang    = "sglang"
-	KindAnthropic = "anthropic"
-)
-
 // patchRequest asks the upstream for what the record needs and the client
 // did not ask for (usage in streams; token ids and logprobs from vLLM and
 // SGLang), and notes what to strip from the response so the client sees
@@ -39,13 +30,15 @@ func (x *exchange) patchRequest() {
 			x.injected = append(x.injected, path)
 		}
 	}
+	kind := x.kind.behaves()
 	if x.stream && !gjson.GetBytes(body, "stream_options.include_usage").Bool() {
 		set("stream_options.include_usage", true)
 		x.strip.usage = true
-		x.strip.nullUsage = x.up.Kind == "" || x.up.Kind == KindOpenAI
+		x.strip.nullUsage = kind == KindOpenAI
+		x.strip.continuous = kind != KindSGLang && gjson.GetBytes(body, "stream_options.continuous_usage_stats").Bool()
+		x.strip.usageNull = x.api == recorder.APICompletions
 	}
-	kind := x.up.Kind
-	if kind != KindVLLM && kind != KindSGLang {
+	if !kind.injectsTokens() {
 		x.commitPatch(body)
 		return
 	}
@@ -63,7 +56,11 @@ func (x *exchange) patchRequest() {
 				fieldRule{name: "token_ids", perChoice: true, remove: chat})
 		}
 	}
-	if lp := gjson.GetBytes(body, "logprobs"); chat && !lp.Bool() {
+	// vLLM refuses top_logprobs without logprobs: true (check_logprobs in
+	// its protocol); injecting logprobs would turn that refusal into an
+	// answer, so such a request goes as sent.
+	top := gjson.GetBytes(body, "top_logprobs")
+	if lp := gjson.GetBytes(body, "logprobs"); chat && !lp.Bool() && (!top.Exists() || top.Type == gjson.Null) {
 		set("logprobs", true)
 		x.strip.fields = append(x.strip.fields, fieldRule{name: "logprobs", perChoice: true})
 	} else if !chat && (!lp.Exists() || lp.Type == gjson.Null) {

@@ -18,6 +18,7 @@ type metrics struct {
 	duration *prometheus.HistogramVec
 	ttfb     *prometheus.HistogramVec
 	lineage  *prometheus.CounterVec
+	kinds    *prometheus.GaugeVec
 	harness  harnessNames
 }
 
@@ -42,8 +43,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "orchard_proxy_lineage_total",
 		Help: "Recorded calls by how they relate to earlier calls of their episode (drift class) and harness.",
 	}, []string{"kind", "harness"})
+	m.kinds = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "orchard_upstream_kind",
+		Help: "1 for the kind each upstream is treated as: configured, detected, or unknown (openai-compatible).",
+	}, []string{"upstream", "kind"})
 	m.harness.seen = make(map[string]struct{})
-	reg.MustRegister(m.requests, m.ends, m.duration, m.ttfb, m.lineage)
+	reg.MustRegister(m.requests, m.ends, m.duration, m.ttfb, m.lineage, m.kinds)
 	return m
 }
 
@@ -60,6 +65,17 @@ func (m *metrics) observe(c *recorder.Call) {
 	if c.Lineage != nil {
 		m.lineage.WithLabelValues(c.Lineage.Kind, m.harness.name(c.Harness)).Inc()
 	}
+}
+
+// setKind moves upstream's kind gauge from old ("" for none) to kind.
+func (m *metrics) setKind(upstream string, old, kind UpstreamKind) {
+	if m == nil {
+		return
+	}
+	if old != "" && old != kind {
+		m.kinds.DeleteLabelValues(upstream, string(old))
+	}
+	m.kinds.WithLabelValues(upstream, string(kind)).Set(1)
 }
 
 // harnessNames turns User-Agents into a bounded set of label values: the

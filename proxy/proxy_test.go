@@ -111,10 +111,12 @@ func checkTokens(t *testing.T, api string, c *recorder.Call, nonStream []byte) {
 	}
 }
 
-func int64s(r gjson.Result) []int64 {
-	var out []int64
+// int64s reads a JSON array of token ids, as int32 like recorder.Tokens
+// (the name predates the narrowing; inject_test.go calls it too).
+func int64s(r gjson.Result) []int32 {
+	var out []int32
 	for _, v := range r.Array() {
-		out = append(out, v.Int())
+		out = append(out, int32(v.Int()))
 	}
 	return out
 }

@@ -21,8 +21,19 @@ type stripRules struct {
 	usage bool
 	// nullUsage: also delete the "usage":null that OpenAI adds to every
 	// chunk only when include_usage is set. vLLM's chat chunks never carry
-	// it and its completions chunks carry it either way, so it stays there.
+	// it and its completions chunks carry it either way, so it stays there:
+	// a chunk shaped like vLLM's or SGLang's (see serverShaped) keeps it
+	// even when the upstream was configured or detected as openai.
 	nullUsage bool
+	// continuous: the client set stream_options.continuous_usage_stats
+	// without include_usage, which vLLM ignores unless include_usage is set
+	// (should_include_usage in its serving code); the injected include_usage
+	// makes it put usage on every chunk, which goes back to what the chunk
+	// had without it: null in completions (dumped with exclude_unset=False),
+	// no key in chat (usageNull false). SGLang puts usage on every chunk
+	// for continuous_usage_stats alone, so it gets no such rule.
+	continuous bool
+	usageNull  bool
 	// fields the proxy asked for (token ids, logprobs) and must take out.
 	fields []fieldRule
 }
@@ -169,11 +180,15 @@ func (r stripRules) plan(data []byte, chunk bool) ([]edit, bool) {
 		switch {
 		case !u.Exists():
 		case u.Type == gjson.Null:
-			if r.nullUsage {
+			if r.nullUsage && !serverShaped(data) {
 				edits = append(edits, edit{at: -1, path: "usage"})
 			}
 		case gjson.GetBytes(data, "choices.#").Int() == 0:
 			return nil, true
+		case r.continuous && r.usageNull && u.Index > 0:
+			edits = append(edits, edit{at: u.Index, n: len(u.Raw)})
+		case r.continuous:
+			edits = append(edits, edit{at: -1, path: "usage"})
 		}
 	}
 	if len(r.fields) == 0 {
@@ -190,6 +205,14 @@ func (r stripRules) plan(data []byte, chunk bool) ([]edit, bool) {
 		}
 	}
 	return edits, false
+}
+
+// serverShaped reports whether a chunk's first choice has a field only
+// vLLM (stop_reason) or SGLang (matched_stop) writes: such a server sends
+// its "usage":null whether or not include_usage was asked for.
+func serverShaped(data []byte) bool {
+	c := gjson.GetBytes(data, "choices.0")
+	return c.Get("stop_reason").Exists() || c.Get("matched_stop").Exists()
 }
 
 // edit replaces data[at:at+n] with null, or deletes the key at path.

@@ -98,7 +98,7 @@ type VerlExtraInfo struct {
 
 // TRLTokenSample is one tokenized `trl` row (segments with token ids).
 type TRLTokenSample struct {
-	InputIDs       []int64 `json:"input_ids" parquet:"input_ids,list"`
+	InputIDs       []int32 `json:"input_ids" parquet:"input_ids,list"`
 	AssistantMasks []int32 `json:"assistant_masks" parquet:"assistant_masks,list"`
 }
 

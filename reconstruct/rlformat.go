@@ -17,10 +17,10 @@ type TokenMeta struct {
 // SlimeSample is one `slime` row: the fields of slime.utils.types.Sample.
 // LossMask and RolloutLogProbs cover the response tokens only.
 type SlimeSample struct {
-	Tokens          []int64   `json:"tokens" parquet:"tokens,list"`
+	Tokens          []int32   `json:"tokens" parquet:"tokens,list"`
 	ResponseLength  int64     `json:"response_length" parquet:"response_length"`
 	LossMask        []int32   `json:"loss_mask" parquet:"loss_mask,list"`
-	RolloutLogProbs []float64 `json:"rollout_log_probs" parquet:"rollout_log_probs,list"`
+	RolloutLogProbs []float32 `json:"rollout_log_probs" parquet:"rollout_log_probs,list"`
 	Reward          *float64  `json:"reward" parquet:"reward,optional"`
 	Metadata        TokenMeta `json:"metadata" parquet:"metadata"`
 }
@@ -28,10 +28,10 @@ type SlimeSample struct {
 // VerlAgentSample is one `verl-agent` row: the fields of verl's
 // AgentLoopOutput.
 type VerlAgentSample struct {
-	PromptIDs        []int64   `json:"prompt_ids" parquet:"prompt_ids,list"`
-	ResponseIDs      []int64   `json:"response_ids" parquet:"response_ids,list"`
+	PromptIDs        []int32   `json:"prompt_ids" parquet:"prompt_ids,list"`
+	ResponseIDs      []int32   `json:"response_ids" parquet:"response_ids,list"`
 	ResponseMask     []int32   `json:"response_mask" parquet:"response_mask,list"`
-	ResponseLogprobs []float64 `json:"response_logprobs" parquet:"response_logprobs,list"`
+	ResponseLogprobs []float32 `json:"response_logprobs" parquet:"response_logprobs,list"`
 	RewardScore      *float64  `json:"reward_score" parquet:"reward_score,optional"`
 	NumTurns         int64     `json:"num_turns" parquet:"num_turns"`
 	ExtraFields      TokenMeta `json:"extra_fields" parquet:"extra_fields"`
@@ -42,9 +42,9 @@ type VerlAgentSample struct {
 // response (action) tokens; Advantages is null until a rewards Annotator
 // fills it.
 type OpenRLHFRLSample struct {
-	Sequences       []int64   `json:"sequences" parquet:"sequences,list"`
+	Sequences       []int32   `json:"sequences" parquet:"sequences,list"`
 	ActionMask      []int32   `json:"action_mask" parquet:"action_mask,list"`
-	RolloutLogProbs []float64 `json:"rollout_log_probs" parquet:"rollout_log_probs,list"`
+	RolloutLogProbs []float32 `json:"rollout_log_probs" parquet:"rollout_log_probs,list"`
 	Advantages      []float64 `json:"advantages" parquet:"advantages,list,optional"`
 	Rewards         *float64  `json:"rewards" parquet:"rewards,optional"`
 	ResponseLength  int64     `json:"response_length" parquet:"response_length"`
@@ -56,9 +56,9 @@ type OpenRLHFRLSample struct {
 // rollout logprobs and per-token advantages (null until a rewards
 // Annotator fills them), as Prime-RL or TRL-style trainers map directly.
 type TokensSample struct {
-	InputIDs   []int64   `json:"input_ids" parquet:"input_ids,list"`
+	InputIDs   []int32   `json:"input_ids" parquet:"input_ids,list"`
 	LossMask   []int32   `json:"loss_mask" parquet:"loss_mask,list"`
-	Logprobs   []float64 `json:"logprobs" parquet:"logprobs,list"`
+	Logprobs   []float32 `json:"logprobs" parquet:"logprobs,list"`
 	Advantages []float64 `json:"advantages" parquet:"advantages,list,optional"`
 	Reward     *float64  `json:"reward" parquet:"reward,optional"`
 	Meta       TokenMeta `json:"meta" parquet:"meta"`

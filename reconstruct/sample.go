@@ -114,9 +114,9 @@ type Turn struct {
 
 // TurnTokens are one call's own token ids and rollout logprobs.
 type TurnTokens struct {
-	PromptIDs     []int64   `json:"prompt_ids"`
-	CompletionIDs []int64   `json:"completion_ids"`
-	Logprobs      []float64 `json:"logprobs"`
+	PromptIDs     []int32   `json:"prompt_ids"`
+	CompletionIDs []int32   `json:"completion_ids"`
+	Logprobs      []float32 `json:"logprobs"`
 }
 
 // TurnOutcome is how the call and its episode ended.

@@ -121,7 +121,7 @@ func typeSchema(t reflect.Type) map[string]any {
 		return map[string]any{"type": "string"}
 	case reflect.Int8, reflect.Int32, reflect.Int64, reflect.Int:
 		return map[string]any{"type": "integer"}
-	case reflect.Float64:
+	case reflect.Float32, reflect.Float64:
 		return map[string]any{"type": "number"}
 	case reflect.Slice:
 		return map[string]any{"type": "array", "items": typeSchema(t.Elem())}

@@ -449,7 +449,7 @@ func textExtends(prev, next *callState) bool {
 }
 
 // hasIDPrefix reports whether ids starts with a followed by b.
-func hasIDPrefix(ids, a, b []int64) bool {
+func hasIDPrefix(ids, a, b []int32) bool {
 	return len(ids) >= len(a)+len(b) && slices.Equal(ids[:len(a)], a) && slices.Equal(ids[len(a):len(a)+len(b)], b)
 }
 

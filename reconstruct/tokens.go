@@ -122,9 +122,9 @@ func countRemainingBreaks(calls []*callState, s *segment, from int, counts map[s
 // the policy generated in this segment, and the rollout logprobs of those
 // tokens (0 elsewhere).
 type TokenTrajectory struct {
-	InputIDs []int64   `json:"input_ids"`
+	InputIDs []int32   `json:"input_ids"`
 	LossMask []int8    `json:"loss_mask"`
-	Logprobs []float64 `json:"logprobs"`
+	Logprobs []float32 `json:"logprobs"`
 	// Advantages, filled by a rewards Annotator, holds each token's
 	// advantage: its turn's on generated tokens, 0 where LossMask is 0.
 	Advantages []float64 `json:"advantages,omitempty"`
@@ -137,7 +137,7 @@ type TokenTrajectory struct {
 func tokenTrajectory(calls []*callState, s *segment) *TokenTrajectory {
 	last := calls[s.calls[len(s.calls)-1]].call.Tokens
 	ids := slices.Concat(last.PromptIDs, last.CompletionIDs)
-	tt := &TokenTrajectory{InputIDs: ids, LossMask: make([]int8, len(ids)), Logprobs: make([]float64, len(ids))}
+	tt := &TokenTrajectory{InputIDs: ids, LossMask: make([]int8, len(ids)), Logprobs: make([]float32, len(ids))}
 	for _, i := range s.calls {
 		t := calls[i].call.Tokens
 		off := len(t.PromptIDs)

@@ -36,8 +36,32 @@ type BlockSource func(BlockHash) ([]byte, bool)
 // ErrCorrupt is wrapped by every decoding error caused by bad input.
 var ErrCorrupt = errors.New("corrupt record")
 
-// docVersion is the first byte of every call document.
-const docVersion = 1
+// docVersion is the first byte of every call document written now.
+// Version 2 added the prompt-ids field kind (fieldIDs): a response's
+// prompt_token_ids is filled from the call's prompt ids instead of being
+// stored a second time. Version 1 documents, which never have it, still
+// decode.
+const (
+	docVersion  = 2
+	docVersion1 = 1
+)
+
+// Field kinds in a document and in a layout.
+const (
+	fieldArray = 0 // element refs after a prefix from the base
+	fieldWhole = 1 // one block
+	fieldIDs   = 2 // the call's prompt ids as compact JSON; version 2 only
+)
+
+func (f *field) kind() byte {
+	switch {
+	case f.whole:
+		return fieldWhole
+	case f.ids:
+		return fieldIDs
+	}
+	return fieldArray
+}
 
 // Body kinds in a call document.
 const (
@@ -51,7 +75,7 @@ const (
 type callRefs struct {
 	req, resp map[string][]BlockHash // array fields' element refs by key
 	layouts   [2][]byte              // request and response layouts (see docBody)
-	toks      []int64                // prompt ids followed by completion ids
+	toks      []int32                // prompt ids followed by completion ids
 	meta      metaMap
 }
 
@@ -90,7 +114,7 @@ type doc struct {
 	req, resp    docBody
 	hasToks      bool
 	tokPrefix    int
-	tokTail      []int64
+	tokTail      []int32
 }
 
 // docBody is one body of a doc: absent, a literal, or a split body whose

@@ -145,7 +145,7 @@ func TestCodecExactBodies(t *testing.T) {
 func TestCodecNilFields(t *testing.T) {
 	c := &Call{CallID: "bare", EpisodeID: "ep"}
 	t2 := testCall("ep", "toks-empty", 2)
-	t2.Tokens.PromptIDs = []int64{}
+	t2.Tokens.PromptIDs = []int32{}
 	t3 := testCall("ep", "no-prompt", 3)
 	t3.Tokens.PromptIDs = nil
 	want := []*Call{c, t2, t3}

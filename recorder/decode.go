@@ -42,23 +42,28 @@ func (dc *EpisodeDecoder) Decode(docBytes []byte, blocks BlockSource) (*Call, er
 			return nil, fmt.Errorf("call %s: prompt ids without tokens: %w", d.callID, ErrCorrupt)
 		}
 		n := d.tokPrefix + len(d.tokTail)
-		c.Tokens.PromptIDs = append(make([]int64, 0, n), refs.toks[:n]...)
+		c.Tokens.PromptIDs = append(make([]int32, 0, n), refs.toks[:n]...)
 	}
 	if d.hasUsage {
 		c.Usage = json.RawMessage(append([]byte{}, d.usage...))
 	}
-	if c.Request, err = joinBody(&d.req, blocks); err != nil {
+	var prompt []int32
+	if c.Tokens != nil {
+		prompt = c.Tokens.PromptIDs
+	}
+	if c.Request, err = joinBody(&d.req, blocks, nil); err != nil {
 		return nil, fmt.Errorf("call %s request: %w", d.callID, err)
 	}
-	if c.Response, err = joinBody(&d.resp, blocks); err != nil {
+	if c.Response, err = joinBody(&d.resp, blocks, prompt); err != nil {
 		return nil, fmt.Errorf("call %s response: %w", d.callID, err)
 	}
 	dc.hist.add(d.callID, refs)
 	return c, nil
 }
 
-// joinBody materializes a body from its skeleton and blocks.
-func joinBody(b *docBody, blocks BlockSource) (json.RawMessage, error) {
+// joinBody materializes a body from its skeleton and blocks, and a
+// prompt-ids field from prompt (nil when the call has none).
+func joinBody(b *docBody, blocks BlockSource, prompt []int32) (json.RawMessage, error) {
 	switch b.kind {
 	case bodyAbsent:
 		return nil, nil
@@ -70,6 +75,13 @@ func joinBody(b *docBody, blocks BlockSource) (json.RawMessage, error) {
 	for _, f := range b.split.fields {
 		out = append(out, b.split.skeleton[prev:f.hole]...)
 		prev = f.hole
+		if f.ids {
+			if prompt == nil {
+				return nil, fmt.Errorf("field %s: prompt ids without tokens: %w", f.key, ErrCorrupt)
+			}
+			out = appendIDsJSON(out, prompt)
+			continue
+		}
 		elems := make([][]byte, len(f.refs))
 		for i, h := range f.refs {
 			data, ok := blocks(h)
@@ -125,7 +137,7 @@ func (d *doc) appendTo(dst []byte) []byte {
 	w.uvarint(uint64(d.tokPrefix))
 	w.uvarint(uint64(len(d.tokTail)))
 	for _, id := range d.tokTail {
-		w.varint(id)
+		w.varint(int64(id))
 	}
 	return w.b
 }
@@ -144,12 +156,14 @@ func (b *docBody) appendTo(w *wbuf) {
 	}
 	w.uvarint(uint64(len(b.split.fields)))
 	for i, f := range b.split.fields {
-		if f.whole {
-			w.byte1(1)
+		w.byte1(f.kind())
+		switch {
+		case f.whole:
 			w.hash(f.refs[0])
 			continue
+		case f.ids:
+			continue
 		}
-		w.byte1(0)
 		w.uvarint(uint64(b.prefix[i]))
 		w.hashes(f.refs[b.prefix[i]:])
 	}
@@ -164,11 +178,10 @@ func appendLayout(dst []byte, s split) []byte {
 	for _, f := range s.fields {
 		w.str(f.key)
 		w.uvarint(uint64(f.hole))
-		if f.whole {
-			w.byte1(1)
+		w.byte1(f.kind())
+		if f.whole || f.ids {
 			continue
 		}
-		w.byte1(0)
 		w.bytes(f.lead)
 		w.bytes(f.sep)
 		w.bytes(f.trail)
@@ -189,7 +202,7 @@ func parseLayout(layout []byte) (split, error) {
 			r.fail("field position")
 		}
 		prev = f.hole
-		if f.whole = r.byte1("field kind") == 1; !f.whole {
+		if r.fieldKind(&f, "field kind", fieldIDs) == fieldArray {
 			f.lead, f.sep, f.trail = r.bytes("lead"), r.bytes("separator"), r.bytes("trail")
 		}
 		s.fields[i] = f
@@ -206,8 +219,13 @@ func parseLayout(layout []byte) (split, error) {
 // parseDoc reads a document without resolving its base or blocks.
 func parseDoc(b []byte) (doc, error) {
 	r := rbuf{b: b}
-	if v := r.byte1("version"); r.err == nil && v != docVersion {
+	v := r.byte1("version")
+	if r.err == nil && v != docVersion && v != docVersion1 {
 		return doc{}, fmt.Errorf("document version %d: %w", v, ErrCorrupt)
+	}
+	maxKind := byte(fieldWhole)
+	if v >= docVersion {
+		maxKind = fieldIDs
 	}
 	d := doc{callID: r.str("call id"), base: r.str("base")}
 	if d.metaDelta = r.byte1("metadata kind") == 1; d.metaDelta {
@@ -225,13 +243,13 @@ func parseDoc(b []byte) (doc, error) {
 	if d.hasUsage = r.byte1("usage flag") == 1; d.hasUsage {
 		d.usage = r.bytes("usage")
 	}
-	d.req = parseBody(&r, "request")
-	d.resp = parseBody(&r, "response")
+	d.req = parseBody(&r, "request", maxKind)
+	d.resp = parseBody(&r, "response", maxKind)
 	if d.hasToks = r.byte1("token flag") == 1; d.hasToks {
 		d.tokPrefix = r.small("token prefix")
-		d.tokTail = make([]int64, r.count("token ids", 1))
+		d.tokTail = make([]int32, r.count("token ids", 1))
 		for i := range d.tokTail {
-			d.tokTail[i] = r.varint("token id")
+			d.tokTail[i] = r.int32("token id")
 		}
 	}
 	if r.err == nil && len(r.b) != 0 {
@@ -243,9 +261,10 @@ func parseDoc(b []byte) (doc, error) {
 	return d, nil
 }
 
-// parseBody reads a body. A split body's fields get their shape from its
-// layout in resolveLayout; here they only receive their refs.
-func parseBody(r *rbuf, what string) docBody {
+// parseBody reads a body whose fields are of kinds up to maxKind. A split
+// body's fields get their shape from its layout in resolveLayout; here
+// they only receive their refs.
+func parseBody(r *rbuf, what string, maxKind byte) docBody {
 	b := docBody{kind: r.byte1(what)}
 	switch b.kind {
 	case bodyAbsent:
@@ -265,8 +284,11 @@ func parseBody(r *rbuf, what string) docBody {
 	b.prefix = make([]int, n)
 	for i := range b.split.fields {
 		f := &b.split.fields[i]
-		if f.whole = r.byte1(what+" field kind") == 1; f.whole {
+		switch r.fieldKind(f, what+" field kind", maxKind) {
+		case fieldWhole:
 			f.refs = []BlockHash{r.hash(what + " block")}
+			continue
+		case fieldIDs:
 			continue
 		}
 		b.prefix[i] = r.small(what + " prefix")
@@ -296,7 +318,7 @@ func resolveLayout(b *docBody, base []byte) error {
 		return fmt.Errorf("%d fields with refs, layout has %d: %w", len(b.split.fields), len(s.fields), ErrCorrupt)
 	}
 	for i := range s.fields {
-		if s.fields[i].whole != b.split.fields[i].whole {
+		if s.fields[i].kind() != b.split.fields[i].kind() {
 			return fmt.Errorf("field %s: kind differs from layout: %w", s.fields[i].key, ErrCorrupt)
 		}
 		s.fields[i].refs = b.split.fields[i].refs

@@ -48,12 +48,12 @@ func (e *EpisodeEncoder) Encode(c *Call) (docBytes []byte, newBlocks []Block, er
 		return nil, nil, err
 	}
 	d := doc{callID: c.CallID, meta: meta, usage: c.Usage, hasUsage: c.Usage != nil}
-	d.req = e.cutBody(c.Request, requestKeys)
-	d.resp = e.cutBody(c.Response, responseKeys)
-	var prompt []int64
+	var prompt []int32
 	if c.Tokens != nil && c.Tokens.PromptIDs != nil {
 		d.hasToks, prompt = true, c.Tokens.PromptIDs
 	}
+	d.req = e.cutBody(c.Request, requestKeys, nil)
+	d.resp = e.cutBody(c.Response, responseKeys, prompt)
 	base := e.chooseBase(&d, prompt)
 	d.tokTail = prompt
 	var mm metaMap
@@ -96,7 +96,7 @@ func (e *EpisodeEncoder) Observe(docBytes []byte) error {
 	}
 	var meta struct {
 		Tokens *struct {
-			CompletionIDs []int64 `json:"completion_ids"`
+			CompletionIDs []int32 `json:"completion_ids"`
 		} `json:"tokens"`
 	}
 	if err := json.Unmarshal(d.meta, &meta); err != nil {
@@ -121,14 +121,19 @@ func (e *EpisodeEncoder) markKnown(hs []BlockHash) {
 	}
 }
 
-func (e *EpisodeEncoder) cutBody(body []byte, keys map[string]bool) docBody {
-	switch {
-	case body == nil:
+// cutBody splits body on the dedup keys (none without dedup) and on a
+// prompt_token_ids field equal to prompt.
+func (e *EpisodeEncoder) cutBody(body []byte, keys map[string]bool, prompt []int32) docBody {
+	if body == nil {
 		return docBody{kind: bodyAbsent}
-	case !e.dedup:
+	}
+	if !e.dedup {
+		keys = nil
+	}
+	if keys == nil && len(prompt) == 0 {
 		return docBody{kind: bodyLiteral, literal: body}
 	}
-	s, ok := splitBody(body, keys)
+	s, ok := splitBody(body, keys, prompt)
 	if !ok {
 		return docBody{kind: bodyLiteral, literal: body}
 	}
@@ -146,7 +151,7 @@ func (b *docBody) sameLayout(base []byte) {
 
 // chooseBase picks, among the recent calls, the one sharing the longest
 // ref and token prefixes with d, or nil when none shares anything.
-func (e *EpisodeEncoder) chooseBase(d *doc, prompt []int64) *callRefs {
+func (e *EpisodeEncoder) chooseBase(d *doc, prompt []int32) *callRefs {
 	if !e.dedup {
 		return nil
 	}
@@ -180,7 +185,7 @@ func (e *EpisodeEncoder) baseIndex(base *callRefs) int {
 func fieldPrefixes(fs []field, base map[string][]BlockHash) []int {
 	p := make([]int, len(fs))
 	for i, f := range fs {
-		if !f.whole {
+		if !f.whole && !f.ids {
 			p[i] = commonPrefix(base[f.key], f.refs)
 		}
 	}
@@ -207,7 +212,7 @@ func (e *EpisodeEncoder) remember(id string, d *doc, t *Tokens, mm metaMap) {
 	r := &callRefs{req: arrayRefs(d.req.split.fields), resp: arrayRefs(d.resp.split.fields), meta: mm,
 		layouts: [2][]byte{d.req.layout, respLayout(d.resp.layout)}}
 	if t != nil {
-		r.toks = append(append(make([]int64, 0, len(t.PromptIDs)+len(t.CompletionIDs)), t.PromptIDs...), t.CompletionIDs...)
+		r.toks = append(append(make([]int32, 0, len(t.PromptIDs)+len(t.CompletionIDs)), t.PromptIDs...), t.CompletionIDs...)
 	}
 	e.hist.add(id, r)
 	e.hist.trim(encoderWindow)
@@ -239,7 +244,7 @@ func respLayout(l []byte) []byte {
 func arrayRefs(fs []field) map[string][]BlockHash {
 	m := make(map[string][]BlockHash, len(fs))
 	for _, f := range fs {
-		if !f.whole {
+		if !f.whole && !f.ids {
 			m[f.key] = f.refs
 		}
 	}
@@ -281,14 +286,14 @@ func resolveRefs(d *doc, hist map[string]*callRefs) (*callRefs, error) {
 		return nil, fmt.Errorf("call %s: token prefix %d past base's %d: %w", d.callID, d.tokPrefix, len(base.toks), ErrCorrupt)
 	}
 	if d.hasToks {
-		r.toks = append(append(make([]int64, 0, d.tokPrefix+len(d.tokTail)), base.toks[:d.tokPrefix]...), d.tokTail...)
+		r.toks = append(append(make([]int32, 0, d.tokPrefix+len(d.tokTail)), base.toks[:d.tokPrefix]...), d.tokTail...)
 	}
 	return r, nil
 }
 
 // addCompletion appends a call's completion ids to its token sequence, which
 // later calls' prompts extend.
-func (r *callRefs) addCompletion(ids []int64) {
+func (r *callRefs) addCompletion(ids []int32) {
 	if len(ids) > 0 {
 		r.toks = append(r.toks, ids...)
 	}

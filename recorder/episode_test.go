@@ -14,7 +14,7 @@ func growingEpisode(turns, msgBytes int) []*Call {
 		`"}},{"type":"function","function":{"name":"edit","description":"` + strings.Repeat("edit a file. ", 40) + `"}}]`
 	var msgs []string
 	msgs = append(msgs, `{"role":"system","content":"`+strings.Repeat("You are a coding agent. ", 60)+`"}`)
-	var prompt []int64
+	var prompt []int32
 	calls := make([]*Call, turns)
 	for t := range turns {
 		user := fmt.Sprintf(`{"role":"user","content":%q}`, filler(t, msgBytes/2))
@@ -25,7 +25,7 @@ func growingEpisode(turns, msgBytes int) []*Call {
 		c.Response = json.RawMessage(fmt.Sprintf(`{"id":"r%d","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}]}`, t, answer))
 		prompt = append(prompt, ids(t, msgBytes/8)...)
 		completion := ids(t+100000, msgBytes/8)
-		c.Tokens = &Tokens{PromptIDs: append([]int64(nil), prompt...), CompletionIDs: completion}
+		c.Tokens = &Tokens{PromptIDs: append([]int32(nil), prompt...), CompletionIDs: completion}
 		prompt = append(prompt, completion...)
 		msgs = append(msgs, fmt.Sprintf(`{"role":"assistant","content":%q}`, answer))
 		calls[t] = c
@@ -49,14 +49,14 @@ func filler(seed, n int) string {
 	return b.String()[:n]
 }
 
-func ids(seed, n int) []int64 {
-	out := make([]int64, n)
+func ids(seed, n int) []int32 {
+	out := make([]int32, n)
 	s := uint64(seed)*11400714819323198485 + 7
 	for i := range out {
 		s ^= s << 13
 		s ^= s >> 7
 		s ^= s << 17
-		out[i] = int64(s % 150000)
+		out[i] = int32(s % 150000)
 	}
 	return out
 }

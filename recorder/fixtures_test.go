@@ -76,7 +76,7 @@ func testCall(ep, id string, n int) *Call {
 		Request:  json.RawMessage(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`),
 		Response: json.RawMessage(fmt.Sprintf(`{"id":"r%d","choices":[{"index":0,"message":{"role":"assistant","content":"answer %d"},"finish_reason":"stop"}]}`, n, n)),
 		Usage:    json.RawMessage(`{ "prompt_tokens": 10,  "completion_tokens": 2 }`),
-		Tokens:   &Tokens{PromptIDs: []int64{1, 2, 3}, CompletionIDs: []int64{int64(n), 7}, Logprobs: []float64{-0.5, -0.25}},
+		Tokens:   &Tokens{PromptIDs: []int32{1, 2, 3}, CompletionIDs: []int32{int32(n), 7}, Logprobs: []float32{-0.5, -0.25}},
 		Lineage:  &Lineage{Kind: LineageExtend, Thread: 0},
 	}
 }

@@ -20,7 +20,16 @@ func FuzzDecode(f *testing.F) {
 		f.Add(d)
 		f.Add(Pack(nil, d, blocks))
 	}
-	f.Add([]byte{docVersion, 0, 0, 0, 0, 0, 0, 0, 0})
+	for _, c := range vllmEpisode(2) {
+		d, blocks, err := enc.Encode(c)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(Pack(nil, d, blocks))
+	}
+	for _, v := range []byte{docVersion1, docVersion} {
+		f.Add([]byte{v, 0, 0, 0, 0, 0, 0, 0, 0})
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		none := func(BlockHash) ([]byte, bool) { return []byte(`{}`), true }
 		NewEpisodeDecoder().Decode(b, none)
@@ -38,6 +47,8 @@ func FuzzBodyRoundTrip(f *testing.F) {
 	f.Add([]byte(`{"messages":[{"a":1}, {"b":2}],"tools":[1,2],"system":"` + string(bytes.Repeat([]byte("x"), 70)) + `"}`))
 	f.Add([]byte(`{"input":[ 1 ,2 ]}`))
 	f.Add([]byte(`not json`))
+	f.Add([]byte(`{"prompt_token_ids":[1,2,3],"choices":[{"a":1}]}`)) // testCall's prompt ids: stored once
+	f.Add([]byte(`{"prompt_token_ids":[1,2,3 ]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var s storedEpisode
 		enc := NewEpisodeEncoder(true)
@@ -50,6 +61,13 @@ func FuzzBodyRoundTrip(f *testing.F) {
 		got := s.read(t)
 		if !bytes.Equal(got[0].Request, body) || !bytes.Equal(got[0].Response, body) || !bytes.Equal(got[1].Request, c2.Request) {
 			t.Fatalf("body %q did not round-trip", body)
+		}
+		b, err := MarshalCall(c1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c, err := UnmarshalCall(b); err != nil || !bytes.Equal(c.Response, body) {
+			t.Fatalf("body %q did not round-trip self-contained: %v", body, err)
 		}
 	})
 }

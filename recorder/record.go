@@ -80,9 +80,9 @@ type Call struct {
 // is empty when the upstream sent none. Choices holds the same for every
 // choice when the call asked for n > 1 (index 0 is repeated in the top level).
 type Tokens struct {
-	PromptIDs     []int64        `json:"prompt_ids"`
-	CompletionIDs []int64        `json:"completion_ids"`
-	Logprobs      []float64      `json:"logprobs,omitempty"`
+	PromptIDs     []int32        `json:"prompt_ids"`
+	CompletionIDs []int32        `json:"completion_ids"`
+	Logprobs      []float32      `json:"logprobs,omitempty"`
 	Choices       []ChoiceTokens `json:"choices,omitempty"`
 	Mismatch      string         `json:"mismatch,omitempty"` // set when ids and decoded deltas disagree in count
 }
@@ -90,8 +90,8 @@ type Tokens struct {
 // ChoiceTokens is the completion of one choice of an n > 1 call.
 type ChoiceTokens struct {
 	Index         int       `json:"index"`
-	CompletionIDs []int64   `json:"completion_ids"`
-	Logprobs      []float64 `json:"logprobs,omitempty"`
+	CompletionIDs []int32   `json:"completion_ids"`
+	Logprobs      []float32 `json:"logprobs,omitempty"`
 }
 
 // Lineage classifies how a call relates to the earlier calls of its episode.

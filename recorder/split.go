@@ -26,6 +26,7 @@ type field struct {
 	key              string
 	hole             int // offset in the skeleton where the value was cut out
 	whole            bool
+	ids              bool // the call's prompt token ids (see promptids.go); no refs
 	lead, sep, trail []byte
 	refs             []BlockHash
 	data             [][]byte // block bytes aligned with refs; encode side only
@@ -38,12 +39,13 @@ type split struct {
 	fields   []field
 }
 
-// splitBody cuts the fields named in keys out of a JSON object body. It
+// splitBody cuts the fields named in keys out of a JSON object body, and
+// a top-level prompt_token_ids that spells prompt exactly. It
 // reports false when the body is not an object or has no such field, in
 // which case the caller stores the body as a literal. Every cut is checked
 // to rebuild its span exactly, so malformed input can only lose dedup,
 // never bytes.
-func splitBody(body []byte, keys map[string]bool) (split, bool) {
+func splitBody(body []byte, keys map[string]bool, prompt []int32) (split, bool) {
 	trimmed := bytes.TrimLeft(body, " \t\r\n")
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return split{}, false
@@ -55,14 +57,18 @@ func splitBody(body []byte, keys map[string]bool) (split, bool) {
 	// whole request): every span kept below is re-sliced from body, and the
 	// only string kept, the field's key, is cloned.
 	gjson.Parse(unsafe.String(unsafe.SliceData(body), len(body))).ForEach(func(k, v gjson.Result) bool {
-		if !keys[k.Str] || seen[k.Str] {
+		idsKey := k.Str == promptIDsKey && len(prompt) > 0
+		if !keys[k.Str] && !idsKey || seen[k.Str] {
 			return true
 		}
 		start, end := v.Index, v.Index+len(v.Raw)
 		if start < prev || end > len(body) || string(body[start:end]) != v.Raw {
 			return true // position unknown: leave the value in the skeleton
 		}
-		f, ok := cutField(body[start:end], v)
+		f, ok := field{ids: true}, idsKey && isIDsJSON(v.Raw, prompt)
+		if !idsKey {
+			f, ok = cutField(body[start:end], v)
+		}
 		if !ok {
 			return true
 		}

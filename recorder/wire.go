@@ -70,6 +70,27 @@ func (r *rbuf) varint(what string) int64 {
 	return v
 }
 
+// int32 reads a varint that must fit in an int32 (a token id).
+func (r *rbuf) int32(what string) int32 {
+	v := r.varint(what)
+	if v != int64(int32(v)) {
+		r.fail(what)
+		return 0
+	}
+	return int32(v)
+}
+
+// fieldKind reads a field kind up to max into f.
+func (r *rbuf) fieldKind(f *field, what string, max byte) byte {
+	k := r.byte1(what)
+	if k > max {
+		r.fail(what)
+		return fieldArray
+	}
+	f.whole, f.ids = k == fieldWhole, k == fieldIDs
+	return k
+}
+
 // count reads a length that announces n items of at least min bytes each,
 // rejecting counts the remaining input cannot hold.
 func (r *rbuf) count(what string, min int) int {

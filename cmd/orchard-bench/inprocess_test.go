@@ -146,7 +146,7 @@ func orchardHandler(b *testing.B, u *url.URL, kind string, store bool) (http.Han
 	b.Helper()
 	base := *u
 	base.Path = "/v1"
-	opts := proxy.Options{Upstream: &proxy.Upstream{BaseURL: &base, Kind: kind}}
+	opts := proxy.Options{Upstream: &proxy.Upstream{BaseURL: &base, Kind: proxy.UpstreamKind(kind)}}
 	var pipe *recorder.Pipeline
 	var st *embedded.Store
 	if store {

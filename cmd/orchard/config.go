@@ -24,7 +24,7 @@ type proxyConfig struct {
 	Upstream          string        // OpenAI-style base URL; env ORCHARD_UPSTREAM; default http://127.0.0.1:8000/v1
 	AnthropicUpstream string        // base URL for /v1/messages; env ORCHARD_ANTHROPIC_UPSTREAM; default Upstream
 	UpstreamKey       string        // upstream credential; env ORCHARD_UPSTREAM_API_KEY
-	UpstreamKind      string        // vllm|sglang|openai|anthropic; env ORCHARD_UPSTREAM_KIND; default openai
+	UpstreamKind      string        // auto|vllm|sglang|openai|anthropic; env ORCHARD_UPSTREAM_KIND; default auto
 	Data              string        // embedded store directory; env ORCHARD_DATA; default ./orchard-data
 	Redis             string        // Redis URL; env ORCHARD_REDIS_URL; overrides Data
 	IdleTimeout       time.Duration // upstream idle limit; env ORCHARD_IDLE_TIMEOUT; default 10m
@@ -89,7 +89,7 @@ func (c *proxyConfig) register(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Upstream, "upstream", envOr("ORCHARD_UPSTREAM", "http://127.0.0.1:8000/v1"), "OpenAI-style upstream base URL (env ORCHARD_UPSTREAM)")
 	fs.StringVar(&c.AnthropicUpstream, "anthropic-upstream", envOr("ORCHARD_ANTHROPIC_UPSTREAM", ""), "upstream base URL for /v1/messages (default: --upstream; env ORCHARD_ANTHROPIC_UPSTREAM)")
 	fs.StringVar(&c.UpstreamKey, "upstream-key", envOr("ORCHARD_UPSTREAM_API_KEY", ""), "credential sent upstream instead of the client's (env ORCHARD_UPSTREAM_API_KEY)")
-	fs.StringVar(&c.UpstreamKind, "upstream-kind", envOr("ORCHARD_UPSTREAM_KIND", "openai"), "upstream type: vllm, sglang, openai or anthropic (env ORCHARD_UPSTREAM_KIND)")
+	fs.StringVar(&c.UpstreamKind, "upstream-kind", envOr("ORCHARD_UPSTREAM_KIND", "auto"), "upstream type: auto (ask the server), vllm, sglang, openai or anthropic (env ORCHARD_UPSTREAM_KIND)")
 	fs.StringVar(&c.Data, "data", envOr("ORCHARD_DATA", "./orchard-data"), "embedded store directory (env ORCHARD_DATA)")
 	fs.StringVar(&c.Redis, "redis", envOr("ORCHARD_REDIS_URL", ""), "Redis URL; overrides --data (env ORCHARD_REDIS_URL)")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", idle, "abandon an upstream exchange after this long without a byte (env ORCHARD_IDLE_TIMEOUT)")
@@ -210,11 +210,12 @@ func newUpstream(what, raw, key, kind string) (*proxy.Upstream, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("%s %q: want an http(s) base URL such as http://127.0.0.1:8000/v1", what, raw)
 	}
-	switch kind {
-	case "", "openai", "vllm", "sglang", "anthropic":
-	default:
-		return nil, fmt.Errorf("%s: upstream kind %q: want vllm, sglang, openai or anthropic", what, kind)
+	var k proxy.UpstreamKind // a config built in code may leave it unset: openai
+	if kind != "" {
+		if k, err = proxy.ParseUpstreamKind(kind); err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/")
-	return &proxy.Upstream{BaseURL: u, Key: key, Kind: kind}, nil
+	return &proxy.Upstream{BaseURL: u, Key: key, Kind: k}, nil
 }

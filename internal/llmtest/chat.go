@@ -121,7 +121,7 @@ func (c *call) chatJSON() obj {
 		}
 		choices[i] = co
 	}
-	o := append(c.chatTop("chat.completion"), kv{"choices", choices}, kv{"usage", c.chatUsage()})
+	o := c.withPromptLogprobs(append(c.chatTop("chat.completion"), kv{"choices", choices}, kv{"usage", c.chatUsage()}))
 	if c.profile() == ProfileVLLM {
 		o = append(o, kv{"prompt_token_ids", orNull(c.tokenIDs, c.t.promptIDs(c.k))})
 	}
@@ -139,7 +139,10 @@ func ids(tks []token) []int64 {
 // chatChunk writes one chunk holding one choice.
 func (c *call) chatChunk(s *stream, choice obj, extra ...kv) {
 	o := append(c.chatTop("chat.completion.chunk"), kv{"choices", []obj{choice}})
-	if c.includeUsage && c.profile() == ProfileOpenAI {
+	switch {
+	case c.opt.continuous:
+		o = append(o, kv{"usage", c.chunkUsage()})
+	case c.includeUsage && c.profile() == ProfileOpenAI:
 		o = append(o, kv{"usage", null})
 	}
 	s.data(append(o, extra...))
@@ -212,6 +215,7 @@ func (c *call) chatToken(s *stream, i int, tks []token, j int) {
 		delta = obj{{"tool_calls", []obj{call}}}
 	}
 	last := j == len(tks)-1 && c.profile() != ProfileOpenAI
+	c.opt.sent++
 	c.chatChunk(s, c.tokenChoice(i, delta, &tk, last))
 }
 

@@ -47,7 +47,8 @@ func (c *call) completionsChoice(i int, text string, lp any, finish any, first b
 	if c.profile() == ProfileOpenAI {
 		return o
 	}
-	return append(o, kv{"stop_reason", null},
+	o = c.withPromptLogprobs(append(o, kv{"stop_reason", null}))
+	return append(o,
 		kv{"prompt_token_ids", orNull(c.tokenIDs && first, c.t.promptIDs(c.k))},
 		kv{"token_ids", orNull(c.tokenIDs, ids(tks))})
 }
@@ -68,7 +69,7 @@ func (c *call) completionsJSON() obj {
 	choices := make([]obj, c.n)
 	for i := range c.n {
 		tks := c.contentTokens(i)
-		choices[i] = c.completionsChoice(i, c.t.choice(i).Content.Text(),
+		choices[i] = c.completionsChoice(i, c.opt.echo+c.t.choice(i).Content.Text(),
 			c.completionLogprobs(tks, 0), c.completionFinish(i), true, tks)
 	}
 	return append(c.completionsTop(), kv{"choices", choices}, kv{"usage", c.completionsUsage()})
@@ -83,7 +84,10 @@ func (c *call) completionFinish(i int) string {
 
 func (c *call) completionsChunk(s *stream, choice obj) {
 	o := append(c.completionsTop(), kv{"choices", []obj{choice}})
-	if c.profile() != ProfileOpenAI || c.includeUsage {
+	switch {
+	case c.opt.continuous:
+		o = append(o, kv{"usage", c.chunkUsage()})
+	case c.profile() != ProfileOpenAI || c.includeUsage:
 		o = append(o, kv{"usage", null})
 	}
 	s.data(o)
@@ -97,7 +101,7 @@ func (c *call) completionsStream(s *stream) {
 		toks[i] = c.contentTokens(i)
 		longest = max(longest, len(toks[i]))
 		if len(toks[i]) == 0 {
-			c.completionsChunk(s, c.completionsChoice(i, "", null, c.completionFinish(i), true, nil))
+			c.completionsChunk(s, c.completionsChoice(i, c.opt.echo, null, c.completionFinish(i), true, nil))
 		}
 	}
 	for j := range longest {
@@ -110,7 +114,12 @@ func (c *call) completionsStream(s *stream) {
 			if j == len(toks[i])-1 {
 				finish = c.completionFinish(i)
 			}
-			c.completionsChunk(s, c.completionsChoice(i, tk.text,
+			text := tk.text
+			if j == 0 {
+				text = c.opt.echo + text
+			}
+			c.opt.sent++
+			c.completionsChunk(s, c.completionsChoice(i, text,
 				c.completionLogprobs([]token{tk}, offs[i]), finish, j == 0, []token{tk}))
 			offs[i] += len(tk.text)
 		}

@@ -10,7 +10,9 @@
 //
 // It serves POST /v1/chat/completions, /v1/completions, /v1/responses,
 // /v1/messages (query strings such as ?beta=true are accepted),
-// /v1/messages/count_tokens and /v1/embeddings, and GET /v1/models. Use
+// /v1/messages/count_tokens and /v1/embeddings, and GET /v1/models (in the
+// format of the server named by [Options.Server], so that clients can
+// detect it). Use
 // [NewHandler] to mount the [Handler] elsewhere.
 //
 // # Scripts
@@ -39,7 +41,10 @@
 // chunk; OpenAI: additionally "usage":null on every chunk); vLLM/SGLang
 // return_token_ids (prompt_token_ids and token_ids only when asked); logprobs
 // and top_logprobs (chat) or logprobs:N (completions), only when asked; n;
-// Responses include:["reasoning.encrypted_content"]. The profile picks the
+// stream_options.continuous_usage_stats (usage on every chunk: vLLM only
+// with include_usage, SGLang alone); echo (completions: the prompt leads the
+// text); vLLM prompt_logprobs (non-streaming); Responses
+// include:["reasoning.encrypted_content"]. The profile picks the
 // dialect: vllm ("reasoning", exclude_unset chunks), openai (no reasoning
 // text, usage:null chunks, service_tier and system_fingerprint) or sglang
 // ("reasoning_content", per-choice ids, return_token_ids refused when

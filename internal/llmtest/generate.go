@@ -32,6 +32,7 @@ type call struct {
 	logprobs     bool // chat logprobs / completions logprobs >= 0
 	topLogprobs  int  // chat top_logprobs / completions logprobs
 	encrypted    bool // responses include reasoning.encrypted_content
+	opt          options
 }
 
 // generate returns the handler of one generation API.
@@ -63,8 +64,8 @@ func (h *Handler) generate(api string) http.HandlerFunc {
 			return
 		}
 		c := newCall(api, s, k, req)
-		if c.api == apiChat && c.stream && c.tokenIDs && c.profile() == ProfileSGLang {
-			writeError(w, api, http.StatusBadRequest, "return_token_ids is not supported for streaming chat completions")
+		if msg := c.refusal(); msg != "" {
+			writeError(w, api, http.StatusBadRequest, msg)
 			return
 		}
 		h.answer(w, r, rec, c, f)
@@ -99,6 +100,7 @@ func newCall(api string, s *Script, k int, req gjson.Result) *call {
 			return true
 		})
 	}
+	c.readOptions(req)
 	return c
 }
 

@@ -65,9 +65,32 @@ func (h *Handler) models(w http.ResponseWriter, r *http.Request) {
 	slices.Sort(names)
 	data := make([]obj, len(names))
 	for i, n := range names {
-		data[i] = obj{{"id", n}, {"object", "model"}, {"created", 1767225600}, {"owned_by", "llmtest"}}
+		data[i] = h.modelCard(n)
+	}
+	if h.server == ServerAnthropic {
+		first, last := any(null), any(null)
+		if len(names) > 0 {
+			first, last = names[0], names[len(names)-1]
+		}
+		writeJSON(w, obj{{"data", data}, {"has_more", false}, {"first_id", first}, {"last_id", last}})
+		return
 	}
 	writeJSON(w, obj{{"object", "list"}, {"data", data}})
+}
+
+// modelCard is one model of the listing, as Options.Server writes it
+// (vLLM's and SGLang's ModelCard default owned_by to their own names).
+func (h *Handler) modelCard(name string) obj {
+	switch h.server {
+	case ServerAnthropic:
+		return obj{{"type", "model"}, {"id", name}, {"display_name", name}, {"created_at", "2026-01-01T00:00:00Z"}}
+	case ProfileVLLM, ProfileSGLang:
+		return obj{{"id", name}, {"object", "model"}, {"created", 1767225600}, {"owned_by", h.server},
+			{"root", name}, {"parent", null}, {"max_model_len", 32768}}
+	case ProfileOpenAI:
+		return obj{{"id", name}, {"object", "model"}, {"created", 1767225600}, {"owned_by", "system"}}
+	}
+	return obj{{"id", name}, {"object", "model"}, {"created", 1767225600}, {"owned_by", "llmtest"}}
 }
 
 // countTokens answers Anthropic's count_tokens with the script's prompt

@@ -33,7 +33,15 @@ type Options struct {
 	// Scripts adds (or replaces) scripts by name, for tests that build them
 	// in code. When set and ScriptsDir is "", no directory is read.
 	Scripts map[string]*Script
+	// Server is the server GET /v1/models imitates: ProfileVLLM or
+	// ProfileSGLang (owned_by names the engine), ProfileOpenAI (owned_by
+	// "system") or ServerAnthropic (Anthropic's listing). "" lists the
+	// scripts as owned_by "llmtest", which names no real server.
+	Server string
 }
+
+// ServerAnthropic makes GET /v1/models answer in Anthropic's format.
+const ServerAnthropic = "anthropic"
 
 // Request is one request as the server received it.
 type Request struct {
@@ -52,6 +60,7 @@ type Request struct {
 // concurrent use.
 type Handler struct {
 	scripts map[string]*Script
+	server  string
 	mux     *http.ServeMux
 	done    chan struct{} // closed by Close: releases hung streams
 	once    sync.Once
@@ -87,7 +96,7 @@ func NewHandler(opts Options) (*Handler, error) {
 		s.Name = name
 		scripts[name] = s
 	}
-	h := &Handler{scripts: scripts, done: make(chan struct{}), cancels: make(chan *Request, 1024),
+	h := &Handler{scripts: scripts, server: opts.Server, done: make(chan struct{}), cancels: make(chan *Request, 1024),
 		notify: make(chan struct{})}
 	h.routes()
 	return h, nil

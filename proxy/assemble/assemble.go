@@ -122,30 +122,31 @@ func errorMessage(v gjson.Result) string {
 	return e.Raw
 }
 
-// int64s reads a JSON array of integers; ok is false for anything else.
-func int64s(v val) ([]int64, bool) {
-	out, _, ok := appendInt64s(nil, v)
+// tokenIDs reads a JSON array of token ids; ok is false for anything else.
+func tokenIDs(v val) ([]int32, bool) {
+	out, _, ok := appendIDs(nil, v)
 	if ok && out == nil {
-		out = []int64{}
+		out = []int32{}
 	}
 	return out, ok
 }
 
-// appendInt64s appends the integers of the JSON array v to dst and says how
-// many; for anything but an array of numbers it appends nothing and ok is
-// false. It runs for every chunk of a vLLM stream (token_ids).
-func appendInt64s(dst []int64, v val) (out []int64, n int, ok bool) {
+// appendIDs appends the token ids of the JSON array v to dst and says how
+// many; for anything but an array of integers that fit in an int32 (every
+// vocabulary does) it appends nothing and ok is false. It runs for every
+// chunk of a vLLM stream (token_ids).
+func appendIDs(dst []int32, v val) (out []int32, n int, ok bool) {
 	if !v.IsArray() {
 		return dst, 0, false
 	}
 	start := len(dst)
 	ok = true
 	v.ForEach(func(_, x val) bool {
-		if x.Type != gjson.Number {
-			ok = false
+		id := x.Int()
+		if ok = x.Type == gjson.Number && id == int64(int32(id)); !ok {
 			return false
 		}
-		dst = append(dst, x.Int())
+		dst = append(dst, int32(id))
 		return true
 	})
 	if !ok {

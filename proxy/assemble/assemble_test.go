@@ -54,7 +54,7 @@ func TestStreamCases(t *testing.T) {
 			body: sseBody(`data: {"id":"a","choices":[{"index":0,"delta":{"content":"ab"},"logprobs":{"content":[{"token":"a","logprob":-1}]},"token_ids":[1,2]}],"prompt_token_ids":[7]}`,
 				`data: [DONE]`),
 			done: true,
-			tokens: &recorder.Tokens{PromptIDs: []int64{7}, CompletionIDs: []int64{1, 2},
+			tokens: &recorder.Tokens{PromptIDs: []int32{7}, CompletionIDs: []int32{1, 2},
 				Mismatch: "choice 0: a chunk has 2 token ids and 1 logprobs; choice 0: 2 token ids but 1 logprobs; logprobs dropped"},
 		},
 		{
@@ -63,7 +63,7 @@ func TestStreamCases(t *testing.T) {
 			body: sseBody(`data: {"id":"a","choices":[{"index":0,"delta":{"content":"ab"},"token_ids":[1]}],"prompt_token_ids":[7]}`,
 				`data: {"id":"a","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":3,"total_tokens":4}}`, `data: [DONE]`),
 			done: true,
-			tokens: &recorder.Tokens{PromptIDs: []int64{7}, CompletionIDs: []int64{1},
+			tokens: &recorder.Tokens{PromptIDs: []int32{7}, CompletionIDs: []int32{1},
 				Mismatch: "usage reports 3 completion tokens but 1 token ids were sent"},
 		},
 		{
@@ -72,7 +72,7 @@ func TestStreamCases(t *testing.T) {
 			body: sseBody(`data: {"id":"a","choices":[{"index":0,"delta":{"content":"ab"}}]}`,
 				`data: {"id":"a","choices":[],"sglext":{"input_ids":[5,6],"output_ids":[[8,9]]}}`, `data: [DONE]`),
 			done:   true,
-			tokens: &recorder.Tokens{PromptIDs: []int64{5, 6}, CompletionIDs: []int64{8, 9}},
+			tokens: &recorder.Tokens{PromptIDs: []int32{5, 6}, CompletionIDs: []int32{8, 9}},
 		},
 		{
 			name: "tool name split, two calls interleaved",
@@ -132,7 +132,7 @@ func TestJSONCases(t *testing.T) {
 		{"vllm completions ids per choice", recorder.APICompletions,
 			`{"model":"m","choices":[{"index":0,"text":"a","logprobs":{"token_logprobs":[-1,null]},"prompt_token_ids":[3],"token_ids":[4,5]}],"usage":{"completion_tokens":2}}`,
 			assemble.Result{Model: "m", Usage: []byte(`{"completion_tokens":2}`), Done: true,
-				Tokens: &recorder.Tokens{PromptIDs: []int64{3}, CompletionIDs: []int64{4, 5}, Logprobs: []float64{-1, -9999}}}},
+				Tokens: &recorder.Tokens{PromptIDs: []int32{3}, CompletionIDs: []int32{4, 5}, Logprobs: []float32{-1, -9999}}}},
 		{"error object", recorder.APIChatCompletions, `{"error":{"message":"bad model","type":"invalid_request_error"}}`,
 			assemble.Result{Done: true, Err: "bad model"}},
 		{"anthropic error", recorder.APIMessages, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`,

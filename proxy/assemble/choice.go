@@ -62,7 +62,7 @@ func (ch *choice) add(v val, chat bool) {
 			}
 			nIDs = ch.addIDs(f)
 		case "prompt_token_ids":
-			if ids, ok := int64s(f); ok && !ch.prompt.seen {
+			if ids, ok := tokenIDs(f); ok && !ch.prompt.seen {
 				ch.prompt = idList{ids, true}
 			}
 			ch.fields.mergeRaw(k, f.raw)
@@ -86,7 +86,7 @@ func (ch *choice) completionText(f val) {
 // when the value is not a list of ids).
 func (ch *choice) addIDs(f val) int {
 	ch.fields.put("token_ids", nullJSON)
-	ids, n, ok := appendInt64s(ch.ids.ids, f)
+	ids, n, ok := appendIDs(ch.ids.ids, f)
 	if !ok {
 		return -1
 	}

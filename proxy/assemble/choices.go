@@ -21,7 +21,7 @@ type choices struct {
 	errs    []string
 	prompt  idList // top-level prompt_token_ids (vLLM chat)
 	sglIn   idList // sglext.input_ids (SGLang)
-	sglOut  map[int64][]int64
+	sglOut  map[int64][]int32
 	nChunks int
 	tpl     template
 	cur     []byte // the chunk being parsed in full (for template offsets)
@@ -30,12 +30,12 @@ type choices struct {
 
 // idList is a list of token ids and whether the upstream sent it at all.
 type idList struct {
-	ids  []int64
+	ids  []int32
 	seen bool
 }
 
 func newChoices(chat bool) *choices {
-	return &choices{chat: chat, byIndex: map[int64]*choice{}, sglOut: map[int64][]int64{}}
+	return &choices{chat: chat, byIndex: map[int64]*choice{}, sglOut: map[int64][]int32{}}
 }
 
 func (c *choices) event(_ string, data []byte) {
@@ -98,7 +98,7 @@ func (c *choices) topField(k, v val) {
 		}
 		c.top.mergeRaw(k, v.raw)
 	case "prompt_token_ids":
-		if ids, ok := int64s(v); ok && !c.prompt.seen {
+		if ids, ok := tokenIDs(v); ok && !c.prompt.seen {
 			c.prompt = idList{ids, true}
 		}
 		c.top.mergeRaw(k, v.raw)
@@ -116,11 +116,11 @@ var chatCompletion = quote("chat.completion")
 // sglext reads SGLang's response-level token ids: input_ids (the prompt) and
 // output_ids (one list per choice).
 func (c *choices) sglext(v val) {
-	if ids, ok := int64s(v.Get("input_ids")); ok && !c.sglIn.seen {
+	if ids, ok := tokenIDs(v.Get("input_ids")); ok && !c.sglIn.seen {
 		c.sglIn = idList{ids, true}
 	}
 	for i, out := range v.g().Get("output_ids").Array() {
-		if ids, ok := int64s(valOf([]byte(out.Raw))); ok {
+		if ids, ok := tokenIDs(valOf([]byte(out.Raw))); ok {
 			c.sglOut[int64(i)] = append(c.sglOut[int64(i)], ids...)
 		}
 	}

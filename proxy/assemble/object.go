@@ -105,14 +105,14 @@ func rawArray(elems [][]byte) []byte {
 	return append(b, ']')
 }
 
-func intsJSON(ids []int64) []byte {
+func intsJSON(ids []int32) []byte {
 	b := make([]byte, 0, 8*len(ids)+2)
 	b = append(b, '[')
 	for i, id := range ids {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = strconv.AppendInt(b, id, 10)
+		b = strconv.AppendInt(b, int64(id), 10)
 	}
 	return append(b, ']')
 }

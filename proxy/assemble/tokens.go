@@ -16,7 +16,7 @@ import (
 type logprobs struct {
 	obj    object
 	arrays map[string]*jsonList
-	values []float64 // the sampled tokens' logprobs, in order
+	values []float32 // the sampled tokens' logprobs, in order
 	seen   bool
 }
 
@@ -84,10 +84,13 @@ func (l *logprobs) add(v val, chat bool) int {
 	return n
 }
 
-func logprobOf(v val) float64 {
-	f := v.Float()
-	if v.Type != gjson.Number || math.IsInf(f, 0) || math.IsNaN(f) {
-		return missingLogprob // also for 1e999, which encoding/json cannot write back
+// logprobOf returns a sampled token's logprob as a float32, the precision
+// engines compute it in, so the float32 nearest to what they sent is the
+// value they computed.
+func logprobOf(v val) float32 {
+	f := float32(v.Float())
+	if v.Type != gjson.Number || math.IsInf(float64(f), 0) || math.IsNaN(float64(f)) {
+		return missingLogprob // also for 1e999 and -1e300, which encoding/json cannot write back as float32
 	}
 	return f
 }
@@ -104,7 +107,7 @@ func (l *logprobs) render() []byte {
 type choiceTokens struct {
 	index    int64
 	ids      idList
-	lps      []float64
+	lps      []float32
 	mismatch string
 }
 
@@ -125,7 +128,7 @@ func buildTokens(prompt idList, chs []choiceTokens, completion int64) *recorder.
 	if !any {
 		return nil
 	}
-	t := &recorder.Tokens{PromptIDs: orEmpty(prompt.ids), CompletionIDs: []int64{}}
+	t := &recorder.Tokens{PromptIDs: orEmpty(prompt.ids), CompletionIDs: []int32{}}
 	var notes []string
 	total, allSeen := int64(0), len(chs) > 0
 	for j, c := range chs {
@@ -155,9 +158,9 @@ func buildTokens(prompt idList, chs []choiceTokens, completion int64) *recorder.
 	return t
 }
 
-func orEmpty(ids []int64) []int64 {
+func orEmpty(ids []int32) []int32 {
 	if ids == nil {
-		return []int64{}
+		return []int32{}
 	}
 	return ids
 }
@@ -167,23 +170,23 @@ func orEmpty(ids []int64) []int64 {
 // per-choice token_ids, SGLang's per-choice ids or sglext.input_ids/output_ids.
 func jsonTokens(root gjson.Result, chat bool) *recorder.Tokens {
 	var prompt idList
-	if ids, ok := int64s(valOf([]byte(root.Get("prompt_token_ids").Raw))); ok {
+	if ids, ok := tokenIDs(valOf([]byte(root.Get("prompt_token_ids").Raw))); ok {
 		prompt = idList{ids, true}
-	} else if ids, ok := int64s(valOf([]byte(root.Get("sglext.input_ids").Raw))); ok {
+	} else if ids, ok := tokenIDs(valOf([]byte(root.Get("sglext.input_ids").Raw))); ok {
 		prompt = idList{ids, true}
 	}
 	outs := root.Get("sglext.output_ids").Array()
 	var chs []choiceTokens
 	root.Get("choices").ForEach(func(pos, c gjson.Result) bool {
 		ct := choiceTokens{index: c.Get("index").Int()}
-		if ids, ok := int64s(valOf([]byte(c.Get("token_ids").Raw))); ok {
+		if ids, ok := tokenIDs(valOf([]byte(c.Get("token_ids").Raw))); ok {
 			ct.ids = idList{ids, true}
 		} else if p := int(pos.Int()); p < len(outs) {
-			if ids, ok := int64s(valOf([]byte(outs[p].Raw))); ok {
+			if ids, ok := tokenIDs(valOf([]byte(outs[p].Raw))); ok {
 				ct.ids = idList{ids, true}
 			}
 		}
-		if ids, ok := int64s(valOf([]byte(c.Get("prompt_token_ids").Raw))); ok && !prompt.seen {
+		if ids, ok := tokenIDs(valOf([]byte(c.Get("prompt_token_ids").Raw))); ok && !prompt.seen {
 			prompt = idList{ids, true}
 		}
 		var l logprobs

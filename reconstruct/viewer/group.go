@@ -43,8 +43,8 @@ type rolloutDiff struct {
 	AMessage     *messageView
 	BMessage     *messageView
 	Token        int   `json:"first_divergent_token"` // -1: identical or no token ids
-	AToken       int64 `json:"a_token"`
-	BToken       int64 `json:"b_token"`
+	AToken       int32 `json:"a_token"`
+	BToken       int32 `json:"b_token"`
 	ATokens      int   `json:"a_tokens"`
 	BTokens      int   `json:"b_tokens"`
 	HasTokens    bool  `json:"has_tokens"`

@@ -30,7 +30,7 @@ type tokenPane struct {
 // cell is one token; Class carries its shading (see viewer.css).
 type cell struct {
 	I     int
-	ID    int64
+	ID    int32
 	Class string
 	Title string
 }
@@ -39,7 +39,7 @@ func newTokenPane(t *reconstruct.Trajectory, turn *reconstruct.Turn, sel selecti
 	tt := t.Tokens
 	p := &tokenPane{Segment: t.Segment, Total: len(tt.InputIDs), Trainable: countMask(tt.LossMask), Mode: sel.Mode}
 	p.HasAdvantages = len(tt.Advantages) == len(tt.InputIDs) && slices.ContainsFunc(tt.Advantages, func(a float64) bool { return a != 0 })
-	p.HasLogprobs = len(tt.Logprobs) == len(tt.InputIDs) && slices.ContainsFunc(tt.Logprobs, func(l float64) bool { return l != 0 })
+	p.HasLogprobs = len(tt.Logprobs) == len(tt.InputIDs) && slices.ContainsFunc(tt.Logprobs, func(l float32) bool { return l != 0 })
 	from, to := turnRange(tt, turn)
 	if turn != nil {
 		p.TurnSeq, p.TurnTrainable = turn.Seq, countMask(tt.LossMask[from:to])
@@ -84,7 +84,7 @@ func (p *tokenPane) cell(tt *reconstruct.TokenTrajectory, i int, maxAdv float64,
 		c.Class += " m"
 		title += " trained"
 		if p.HasLogprobs {
-			lp := tt.Logprobs[i]
+			lp := float64(tt.Logprobs[i])
 			c.Class += fmt.Sprintf(" l%d", lpBucket(lp))
 			title += fmt.Sprintf(" logprob %.3f (p %.2f)", lp, math.Exp(lp))
 		}

@@ -70,12 +70,12 @@ type episode struct {
 	mu      sync.Mutex // guards following
 	calls   []callRec
 	threads []int32 // tip call of each thread
-	tok     *space[int64]
+	tok     *space[int32]
 	msg     map[string]*space[uint64]
 	text    *space[byte]
 	respIDs map[string]int32 // responses API response id -> call
 	byID    map[string]int32 // call id -> call
-	tokIn   seqInput[int64]
+	tokIn   seqInput[int32]
 	msgIn   seqInput[uint64]
 	textIn  seqInput[byte]
 	scratch []uint64
@@ -84,7 +84,7 @@ type episode struct {
 func newEpisode(id string) *episode {
 	return &episode{
 		id:      id,
-		tok:     newSpace[int64](false),
+		tok:     newSpace[int32](false),
 		msg:     make(map[string]*space[uint64]),
 		text:    newSpace[byte](false),
 		respIDs: make(map[string]int32),

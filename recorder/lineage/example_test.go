@@ -9,17 +9,17 @@ import (
 
 func Example_observe() {
 	tr := lineage.NewTracker(lineage.Options{MaxEpisodes: 512})
-	call := func(id string, prompt, completion []int64) *recorder.Call {
+	call := func(id string, prompt, completion []int32) *recorder.Call {
 		return &recorder.Call{
 			EpisodeID: "ep-42", CallID: id, API: recorder.APIChatCompletions,
 			Request: []byte(`{}`), Tokens: &recorder.Tokens{PromptIDs: prompt, CompletionIDs: completion},
 		}
 	}
 	for _, c := range []*recorder.Call{
-		call("c1", []int64{1, 2, 3}, []int64{4, 5}),
-		call("c2", []int64{1, 2, 3, 4, 5, 6}, []int64{7}), // continues c1 token for token
-		call("c3", []int64{1, 2, 3, 4, 5, 6}, []int64{8}), // the same prompt again
-		call("c4", []int64{1, 2, 3, 4, 5, 6, 8, 9}, nil),  // continues the retry
+		call("c1", []int32{1, 2, 3}, []int32{4, 5}),
+		call("c2", []int32{1, 2, 3, 4, 5, 6}, []int32{7}), // continues c1 token for token
+		call("c3", []int32{1, 2, 3, 4, 5, 6}, []int32{8}), // the same prompt again
+		call("c4", []int32{1, 2, 3, 4, 5, 6, 8, 9}, nil),  // continues the retry
 	} {
 		lin, _ := tr.Observe(c)
 		c.Lineage = &lin

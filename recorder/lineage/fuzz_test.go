@@ -25,20 +25,20 @@ func (s *script) next() int {
 	return int(s.b[s.i-1])
 }
 
-func (s *script) ids(n int) []int64 {
-	out := make([]int64, n)
+func (s *script) ids(n int) []int32 {
+	out := make([]int32, n)
 	for i := range out {
-		out[i] = int64(s.next() % 5)
+		out[i] = int32(s.next() % 5)
 	}
 	return out
 }
 
 func (s *script) calls() []*recorder.Call {
 	var calls []*recorder.Call
-	full := func(c *recorder.Call) []int64 { return slices.Concat(c.Tokens.PromptIDs, c.Tokens.CompletionIDs) }
+	full := func(c *recorder.Call) []int32 { return slices.Concat(c.Tokens.PromptIDs, c.Tokens.CompletionIDs) }
 	for s.i < len(s.b) && len(calls) < 40 {
 		op, n := s.next()%6, s.next()%3*70+s.next()%8
-		var p []int64
+		var p []int32
 		var earlier *recorder.Call
 		if len(calls) > 0 {
 			earlier = calls[s.next()%len(calls)]
@@ -59,7 +59,7 @@ func (s *script) calls() []*recorder.Call {
 			p = slices.Concat(full(calls[len(calls)-1]), s.ids(n))
 		}
 		if len(p) == 0 {
-			p = []int64{7}
+			p = []int32{7}
 		}
 		p = p[:min(len(p), 1500)]
 		calls = append(calls, tokCall(fmt.Sprintf("c%d", len(calls)), p, s.ids(s.next()%20)))
@@ -67,7 +67,7 @@ func (s *script) calls() []*recorder.Call {
 	return calls
 }
 
-func commonPrefix(a, b []int64) int {
+func commonPrefix(a, b []int32) int {
 	n := 0
 	for n < len(a) && n < len(b) && a[n] == b[n] {
 		n++
@@ -106,7 +106,7 @@ func FuzzTokenLineage(f *testing.F) {
 type checker struct {
 	calls   []*recorder.Call
 	got     []recorder.Lineage
-	fulls   [][]int64
+	fulls   [][]int32
 	byID    map[string]int
 	threads int
 }

@@ -39,7 +39,7 @@ func key(h uint64, n int) uint64 {
 
 // unit is what a sequence is made of: token ids, message hashes, or bytes
 // of a completions prompt.
-type unit interface{ ~int64 | ~uint64 | ~uint8 }
+type unit interface{ ~int32 | ~uint64 | ~uint8 }
 
 // seqInput is one call seen in one space: its prompt, the outputs of its
 // choices (outs[0] is the one a thread tip keeps), sizes for the

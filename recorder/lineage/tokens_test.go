@@ -9,7 +9,7 @@ import (
 )
 
 // tokCall returns a chat.completions call that has only token ids.
-func tokCall(id string, prompt, completion []int64) *recorder.Call {
+func tokCall(id string, prompt, completion []int32) *recorder.Call {
 	return &recorder.Call{
 		Schema: recorder.CallSchema, EpisodeID: "ep", CallID: id, API: recorder.APIChatCompletions,
 		RequestRaw: true, Request: []byte(`"x"`),
@@ -17,15 +17,15 @@ func tokCall(id string, prompt, completion []int64) *recorder.Call {
 	}
 }
 
-func seq(from, n int) []int64 {
-	s := make([]int64, n)
+func seq(from, n int) []int32 {
+	s := make([]int32, n)
 	for i := range s {
-		s[i] = int64(from + i)
+		s[i] = int32(from + i)
 	}
 	return s
 }
 
-func cat(parts ...[]int64) []int64 { return slices.Concat(parts...) }
+func cat(parts ...[]int32) []int32 { return slices.Concat(parts...) }
 
 func TestTokenKinds(t *testing.T) {
 	sys := seq(1000, 150) // a system prompt longer than two blocks
@@ -34,12 +34,12 @@ func TestTokenKinds(t *testing.T) {
 	other := seq(9000, 40)
 	tests := []struct {
 		name  string
-		calls [][2][]int64 // prompt, completion
+		calls [][2][]int32 // prompt, completion
 		want  []string     // "kind parent thread prefixTokens"
 	}{
 		{
 			name: "extend chain",
-			calls: [][2][]int64{
+			calls: [][2][]int32{
 				{cat(sys, u1), a1},
 				{cat(sys, u1, a1, u2), a2},
 				{cat(sys, u1, a1, u2, a2), nil},
@@ -48,7 +48,7 @@ func TestTokenKinds(t *testing.T) {
 		},
 		{
 			name: "retry then extend the retry",
-			calls: [][2][]int64{
+			calls: [][2][]int32{
 				{cat(sys, u1), a1},
 				{cat(sys, u1), a2},
 				{cat(sys, u1, a2, u2), nil},
@@ -57,7 +57,7 @@ func TestTokenKinds(t *testing.T) {
 		},
 		{
 			name: "parallel branch forks",
-			calls: [][2][]int64{
+			calls: [][2][]int32{
 				{cat(sys, u1), a1},
 				{cat(sys, u1, a1, u2), a2},
 				{cat(sys, u1, a1, other), nil},
@@ -66,7 +66,7 @@ func TestTokenKinds(t *testing.T) {
 		},
 		{
 			name: "unrelated prompt forks",
-			calls: [][2][]int64{
+			calls: [][2][]int32{
 				{cat(sys, u1), a1},
 				{cat(other, u2), a2},
 			},
@@ -74,7 +74,7 @@ func TestTokenKinds(t *testing.T) {
 		},
 		{
 			name: "short prompt keeping the prefix compacts",
-			calls: [][2][]int64{
+			calls: [][2][]int32{
 				{cat(sys, u1, a1, u2, seq(20000, 400)), a2},
 				{cat(sys, other), nil},
 			},
@@ -82,7 +82,7 @@ func TestTokenKinds(t *testing.T) {
 		},
 		{
 			name: "most history kept is an edit",
-			calls: [][2][]int64{
+			calls: [][2][]int32{
 				{cat(sys, u1, a1, u2), a2},
 				{cat(sys, u1, a1, seq(30000, 3)), nil},
 			},

@@ -125,7 +125,7 @@ func fixtureCalls(t testing.TB, name, ep string) []*recorder.Call {
 		c.Path, c.Request = line.Path, line.Body
 		first := c.StartedAt.Add(150 * time.Millisecond)
 		c.FirstByteAt, c.Harness = &first, "fixture/1"
-		c.Tokens = &recorder.Tokens{PromptIDs: []int64{1, 2, 3, int64(n)}, CompletionIDs: []int64{int64(n), 7}}
+		c.Tokens = &recorder.Tokens{PromptIDs: []int32{1, 2, 3, int32(n)}, CompletionIDs: []int32{int32(n), 7}}
 		out = append(out, c)
 	}
 	if err := sc.Err(); err != nil {

@@ -29,7 +29,7 @@ type Pair struct {
 	Turn      int                       `json:"turn"` // index of the turn in its segment
 	Segment   *int                      `json:"segment"`
 	Messages  []reconstruct.ChatMessage `json:"messages"`  // the prompt, then the turn's completion
-	InputIDs  []int64                   `json:"input_ids"` // prompt ids then completion ids; null without ids
+	InputIDs  []int32                   `json:"input_ids"` // prompt ids then completion ids; null without ids
 	Status    string                    `json:"status"`    // the episode's status
 	Outcome   *float64                  `json:"outcome"`   // the episode's reward; null when none was posted
 	Success   *bool                     `json:"success"`   // outcome > 0; null with the outcome
@@ -103,7 +103,7 @@ func pair(t *reconstruct.Turn, vo Options) (Pair, bool) {
 	}
 	p.Messages = append(p.Messages, *t.Completion)
 	if t.Tokens != nil && len(t.Tokens.PromptIDs) > 0 {
-		p.InputIDs = append(append([]int64{}, t.Tokens.PromptIDs...), t.Tokens.CompletionIDs...)
+		p.InputIDs = append(append([]int32{}, t.Tokens.PromptIDs...), t.Tokens.CompletionIDs...)
 	}
 	if p.Outcome != nil {
 		ok := *p.Outcome > 0

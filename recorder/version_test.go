@@ -1,0 +1,97 @@
+package recorder
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"os"
+	"testing"
+)
+
+// readUnits reads testdata/v1/episode.bin: packed units, each after its
+// uvarint length. The file was written by the version 1 encoder (four
+// deduplicated calls of a vLLM episode, then the first call again as a
+// self-contained spill unit) and is frozen: no flag rewrites it.
+func readUnits(t *testing.T, name string) [][]byte {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var units [][]byte
+	for len(b) > 0 {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || uint64(len(b)-k) < n {
+			t.Fatalf("%s: bad unit length", name)
+		}
+		units, b = append(units, b[k:k+int(n)]), b[k+int(n):]
+	}
+	return units
+}
+
+// TestDecodeVersion1 proves that records stored before version 2 read back
+// and export byte for byte as they did (the golden was written by the
+// version 1 decoder).
+func TestDecodeVersion1(t *testing.T) {
+	units := readUnits(t, "testdata/v1/episode.bin")
+	want, err := os.ReadFile("testdata/v1/episode.golden.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := storedEpisode{units: units[:len(units)-1]}
+	calls := s.read(t)
+	spill, err := UnmarshalCall(units[len(units)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	for _, c := range append(calls, spill) {
+		b, _ := json.Marshal(c)
+		got = append(append(got, b...), '\n')
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("version 1 records export as\n%s\nwant\n%s", got, want)
+	}
+	for i, u := range units {
+		if d, _, err := Unpack(u); err != nil || d[0] != docVersion1 {
+			t.Fatalf("unit %d: version %d (%v), want a version 1 fixture", i, d[0], err)
+		}
+	}
+}
+
+// TestVersion2RoundTrip re-encodes the version 1 episode: it decodes to the
+// same calls, and the response's prompt_token_ids is stored once, in the
+// token delta, when it is spelled compactly (call 3 spells it otherwise,
+// and call 4 has no token ids: both keep it in their skeleton).
+func TestVersion2RoundTrip(t *testing.T) {
+	old := storedEpisode{units: readUnits(t, "testdata/v1/episode.bin")}
+	old.units = old.units[:len(old.units)-1]
+	calls := old.read(t)
+	var s storedEpisode
+	e := NewEpisodeEncoder(true)
+	for _, c := range calls {
+		s.write(t, e, c)
+	}
+	assertSameCalls(t, s.read(t), calls)
+	for i, u := range s.units {
+		d, _, _ := Unpack(u)
+		if d[0] != docVersion {
+			t.Errorf("unit %d: version %d, want %d", i, d[0], docVersion)
+		}
+		inSkeleton := bytes.Contains(d, []byte(`"prompt_token_ids":[`))
+		if want := i >= 2; inSkeleton != want {
+			t.Errorf("call %d: prompt_token_ids in the skeleton = %v, want %v", i+1, inSkeleton, want)
+		}
+	}
+	for _, c := range calls {
+		b, err := MarshalCall(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := UnmarshalCall(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertSameCalls(t, []*Call{got}, []*Call{c})
+	}
+}
