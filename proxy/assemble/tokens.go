@@ -7,6 +7,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/orchard-rl/orchard/internal/jsonscan"
 	"github.com/orchard-rl/orchard/recorder"
 )
 
@@ -46,16 +47,32 @@ func (j *jsonList) bytes() []byte {
 const missingLogprob = -9999.0
 
 // add merges one chunk's logprobs and returns how many sampled-token entries
-// it carried.
+// it carried. v must be an object (every caller checks). It walks the object
+// once, as val.ForEach would, but reads each array's elements as it skips
+// them: this runs for every chunk of a stream that carries logprobs, and
+// ForEach, SkipValue and Get used to scan each entry up to three times.
 func (l *logprobs) add(v val, chat bool) int {
 	l.seen = true
+	b := v.raw
 	n := 0
-	v.ForEach(func(k, f val) bool {
-		if !f.IsArray() {
+	for i := 1; ; {
+		i = jsonscan.SkipSpace(b, i)
+		if i < len(b) && b[i] == ',' {
+			i = jsonscan.SkipSpace(b, i+1)
+		}
+		if i >= len(b) || b[i] == '}' {
+			return n
+		}
+		ke := jsonscan.SkipString(b, i)
+		k := val{raw: b[i:ke], Type: gjson.String}
+		i = jsonscan.SkipSpace(b, jsonscan.SkipSpace(b, ke)+1) // past the colon
+		if b[i] != '[' {
+			ve := jsonscan.SkipValue(b, i)
 			if _, isArr := l.arrays[k.text()]; !isArr {
-				l.obj.mergeRaw(k, f.raw)
+				l.obj.mergeRaw(k, b[i:ve])
 			}
-			return true
+			i = ve
+			continue
 		}
 		if l.arrays == nil {
 			l.arrays = map[string]*jsonList{}
@@ -66,22 +83,71 @@ func (l *logprobs) add(v val, chat bool) int {
 			l.arrays[lst.key] = lst
 		}
 		l.obj.put(lst.key, nullJSON)
-		content, tokenLogprobs := chat && lst.key == "content", !chat && lst.key == "token_logprobs"
-		f.ForEach(func(_, e val) bool {
-			lst.add(e.raw)
-			switch {
-			case content:
-				l.values = append(l.values, logprobOf(e.Get("logprob")))
-				n++
-			case tokenLogprobs:
-				l.values = append(l.values, logprobOf(e))
-				n++
-			}
-			return true
-		})
-		return true
-	})
-	return n
+		var c int
+		i, c = l.addElems(lst, b, i, chat && lst.key == "content", !chat && lst.key == "token_logprobs")
+		n += c
+	}
+}
+
+// addElems appends the elements of the array at b[i] to lst and, for the
+// lists of sampled-token entries (content: each entry's "logprob";
+// tokenLogprobs: the elements themselves), their logprobs to l.values. It
+// returns the position after the array and the number of logprobs taken.
+func (l *logprobs) addElems(lst *jsonList, b []byte, i int, content, tokenLogprobs bool) (int, int) {
+	n := 0
+	for i++; ; {
+		i = jsonscan.SkipSpace(b, i)
+		if i < len(b) && b[i] == ',' {
+			i = jsonscan.SkipSpace(b, i+1)
+		}
+		if i >= len(b) || b[i] == ']' {
+			return i + 1, n
+		}
+		var end int
+		switch {
+		case content:
+			var lp val
+			end, lp = entryLogprob(b, i)
+			l.values = append(l.values, logprobOf(lp))
+			n++
+		case tokenLogprobs:
+			end = jsonscan.SkipValue(b, i)
+			l.values = append(l.values, logprobOf(val{raw: b[i:end], Type: jsonscan.TypeOf(b[i])}))
+			n++
+		default:
+			end = jsonscan.SkipValue(b, i)
+		}
+		lst.add(b[i:end])
+		i = end
+	}
+}
+
+// entryLogprob returns the end of the value at b[i] and, when it is an
+// object, its first "logprob" member (val.Get's answer), found in the same
+// scan.
+func entryLogprob(b []byte, i int) (int, val) {
+	if b[i] != '{' {
+		return jsonscan.SkipValue(b, i), val{}
+	}
+	var lp val
+	found := false
+	for i++; ; {
+		i = jsonscan.SkipSpace(b, i)
+		if i < len(b) && b[i] == ',' {
+			i = jsonscan.SkipSpace(b, i+1)
+		}
+		if i >= len(b) || b[i] == '}' {
+			return i + 1, lp
+		}
+		ke := jsonscan.SkipString(b, i)
+		k := val{raw: b[i:ke], Type: gjson.String}
+		i = jsonscan.SkipSpace(b, jsonscan.SkipSpace(b, ke)+1)
+		ve := jsonscan.SkipValue(b, i)
+		if !found && k.is("logprob") {
+			lp, found = val{raw: b[i:ve], Type: jsonscan.TypeOf(b[i])}, true
+		}
+		i = ve
+	}
 }
 
 // logprobOf returns a sampled token's logprob as a float32, the precision
