@@ -155,17 +155,38 @@ func (c *choices) result() Result {
 		return r
 	}
 	chs := c.sorted()
-	rendered := make([][]byte, len(chs))
+	type prepared struct {
+		out     object
+		lp, ids bool
+	}
+	preps := make([]prepared, len(chs))
 	toks := make([]choiceTokens, len(chs))
+	size := c.top.size()
 	for j, ch := range chs {
-		rendered[j] = ch.render(c.chat)
+		p := &preps[j]
+		p.out, p.lp, p.ids = ch.prepare(c.chat)
+		size += ch.size(&p.out, p.lp, p.ids) + 1
 		toks[j] = ch.tokens()
 		if out, ok := c.sglOut[ch.index]; ok && !toks[j].ids.seen {
 			toks[j].ids = idList{out, true}
 		}
 	}
-	c.top.set("choices", rawArray(rendered))
-	r.Response = c.top.bytes()
+	// The response is written once, into one buffer: the choices, their
+	// logprobs and token ids straight from what was accumulated.
+	c.top.set("choices", nullJSON) // keeps its place; appended at the end if no chunk had it
+	r.Response = c.top.appendTo(make([]byte, 0, size+2), func(b []byte, k string) ([]byte, bool) {
+		if k != "choices" {
+			return b, false
+		}
+		b = append(b, '[')
+		for j, ch := range chs {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = ch.appendTo(b, &preps[j].out, preps[j].lp, preps[j].ids)
+		}
+		return append(b, ']'), true
+	})
 	if m, ok := c.top.get("model"); ok {
 		r.Model = gjson.ParseBytes(m).String()
 	}

@@ -22,25 +22,49 @@ type logprobs struct {
 }
 
 // jsonList is a JSON array under construction: its elements' raw bytes,
-// comma-separated, in one buffer (a chunk's logprob entries are appended
-// every chunk; one buffer instead of a copy per entry).
+// comma-separated, in a few segments (a chunk's logprob entries are
+// appended every chunk; one buffer instead of a copy per entry). Segments
+// double in size up to listSegMax and are never copied while the stream
+// lasts: a growing single buffer copied every entry about twice more and
+// held up to twice the bytes.
 type jsonList struct {
-	key string
-	buf []byte
-	n   int
+	key  string
+	segs [][]byte
+	size int // bytes in segs
+	n    int
 }
 
+const (
+	listSegMin = 512
+	listSegMax = 64 << 10
+)
+
 func (j *jsonList) add(raw []byte) {
-	if j.n > 0 {
-		j.buf = append(j.buf, ',')
+	need := len(raw) + 1
+	if len(j.segs) == 0 || cap(j.segs[len(j.segs)-1])-len(j.segs[len(j.segs)-1]) < need {
+		c := listSegMin
+		if len(j.segs) > 0 {
+			c = min(2*cap(j.segs[len(j.segs)-1]), listSegMax)
+		}
+		j.segs = append(j.segs, make([]byte, 0, max(c, need)))
 	}
-	j.buf = append(j.buf, raw...)
+	last := &j.segs[len(j.segs)-1]
+	if j.n > 0 {
+		*last = append(*last, ',')
+		j.size++
+	}
+	*last = append(*last, raw...)
+	j.size += len(raw)
 	j.n++
 }
 
-func (j *jsonList) bytes() []byte {
-	out := make([]byte, 0, len(j.buf)+2)
-	return append(append(append(out, '['), j.buf...), ']')
+// appendTo appends the list as a JSON array to b.
+func (j *jsonList) appendTo(b []byte) []byte {
+	b = append(b, '[')
+	for _, s := range j.segs {
+		b = append(b, s...)
+	}
+	return append(b, ']')
 }
 
 // missingLogprob stands in for an entry without a logprob (vLLM's floor).
@@ -161,12 +185,23 @@ func logprobOf(v val) float32 {
 	return f
 }
 
-func (l *logprobs) render() []byte {
-	o := l.obj
-	for k, lst := range l.arrays {
-		o.set(k, lst.bytes())
+// size is about the length of l rendered.
+func (l *logprobs) size() int {
+	n := l.obj.size()
+	for _, lst := range l.arrays {
+		n += lst.size
 	}
-	return o.bytes()
+	return n
+}
+
+// appendTo appends l rendered as compact JSON to b.
+func (l *logprobs) appendTo(b []byte) []byte {
+	return l.obj.appendTo(b, func(b []byte, k string) ([]byte, bool) {
+		if lst := l.arrays[k]; lst != nil {
+			return lst.appendTo(b), true
+		}
+		return b, false
+	})
 }
 
 // choiceTokens is the token data of one choice.
