@@ -25,6 +25,7 @@ type choices struct {
 	nChunks int
 	tpl     template
 	cur     []byte // the chunk being parsed in full (for template offsets)
+	valid   bool   // the chunk being consumed is known strictly valid JSON
 	group   int    // choice objects seen in the chunk being parsed
 }
 
@@ -38,17 +39,26 @@ func newChoices(chat bool) *choices {
 	return &choices{chat: chat, byIndex: map[int64]*choice{}, sglOut: map[int64][]int32{}}
 }
 
+// validEvent is event for data known to be strictly valid JSON (the
+// proxy's stripper validated it): neither the template match nor the full
+// parse validates it again.
+func (c *choices) validEvent(name string, data []byte) {
+	c.valid = true
+	c.event(name, data)
+	c.valid = false
+}
+
 func (c *choices) event(_ string, data []byte) {
 	if string(data) == "[DONE]" {
 		c.done = true
 		return
 	}
 	c.nChunks++
-	if c.tpl.replay(data) {
+	if c.tpl.replay(data, c.valid) {
 		return
 	}
 	c.tpl.reset()
-	strict := jsonscan.Valid(data)
+	strict := c.valid || jsonscan.Valid(data)
 	if !strict && !gjson.ValidBytes(data) {
 		c.errs = append(c.errs, "malformed chunk "+itoa(c.nChunks))
 		return
