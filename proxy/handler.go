@@ -67,13 +67,13 @@ type Options struct {
 
 	// Registry, when set, gets the proxy's metrics and is served at /metrics.
 	Registry *prometheus.Registry
-	// LineageEpisodes bounds how many episodes keep drift-detection state
-	// in memory (least recently used go first): a call of an episode that
-	// fell out is classified as if the episode began there. Each keeps its
-	// threads' last token ids (8 bytes each: 20 KB for a 2,500-token
+	// LineageBytes bounds the memory, in bytes, of the episodes' drift-
+	// detection state (least recently used go first): a call of an episode
+	// that fell out is classified as if the episode began there. Each keeps
+	// its threads' last token ids (4 bytes each: 120 KB for a 30,000-token
 	// context), so this is the proxy's largest cache with token ids on.
-	// Default 1024, as many episodes as the stores keep dedup state for.
-	LineageEpisodes int
+	// Default lineage.DefaultMaxBytes (64 MiB).
+	LineageBytes int64
 
 	// IdleTimeout aborts an upstream exchange after this long without a byte
 	// (before the response headers, or between body reads). Default 10m.
@@ -201,10 +201,10 @@ func New(opts Options) *Handler {
 		h.met = newMetrics(opts.Registry)
 	}
 	h.kinds = newDetector(opts, lg, h.met)
-	if opts.LineageEpisodes <= 0 {
-		opts.LineageEpisodes = 1024
+	if opts.LineageBytes <= 0 {
+		opts.LineageBytes = lineage.DefaultMaxBytes
 	}
-	h.lin = lineage.NewTracker(lineage.Options{MaxEpisodes: opts.LineageEpisodes})
+	h.lin = lineage.NewTracker(lineage.Options{MaxBytes: opts.LineageBytes})
 	h.order = newArrivals()
 	h.mux = h.routes()
 	for range opts.Workers {

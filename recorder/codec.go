@@ -76,6 +76,7 @@ type callRefs struct {
 	req, resp map[string][]BlockHash // array fields' element refs by key
 	layouts   [2][]byte              // request and response layouts (see docBody)
 	toks      []int32                // prompt ids followed by completion ids
+	lent      bool                   // toks' spare capacity belongs to a later call's toks (see extendToks)
 	meta      metaMap
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -185,17 +186,22 @@ func writeRebuilt(t *testing.T, calls []*Call, split int) (storedEpisode, *Episo
 
 // TestCodecObserve rebuilds an encoder from stored documents halfway
 // through an episode and checks it still deduplicates and decodes.
+// The vLLM episode's responses carry prompt ids (version 2 prompt-ids
+// fields in the observed documents).
 func TestCodecObserve(t *testing.T) {
-	calls := growingEpisode(40, 2000)
-	s, _ := writeRebuilt(t, calls, 20)
-	assertSameCalls(t, s.read(t), calls)
-	var cont storedEpisode
-	enc := NewEpisodeEncoder(true)
-	for _, c := range calls {
-		cont.write(t, enc, c)
-	}
-	if s.size() != cont.size() {
-		t.Errorf("rebuilt encoder stored %d bytes, continuous encoder %d", s.size(), cont.size())
+	for name, calls := range map[string][]*Call{"growing": growingEpisode(40, 2000), "vllm": vllmEpisode(12)} {
+		t.Run(name, func(t *testing.T) {
+			s, _ := writeRebuilt(t, calls, len(calls)/2)
+			assertSameCalls(t, s.read(t), calls)
+			var cont storedEpisode
+			enc := NewEpisodeEncoder(true)
+			for _, c := range calls {
+				cont.write(t, enc, c)
+			}
+			if s.size() != cont.size() {
+				t.Errorf("rebuilt encoder stored %d bytes, continuous encoder %d", s.size(), cont.size())
+			}
+		})
 	}
 }
 
@@ -246,6 +252,46 @@ func TestCodecTokensInterleaved(t *testing.T) {
 	for id, r := range enc.hist.byID {
 		if r.toks != nil && id != enc.hist.order[len(enc.hist.order)-1] && id != enc.hist.order[len(enc.hist.order)-2] {
 			t.Errorf("call %s still holds %d token ids", id, len(r.toks))
+		}
+	}
+}
+
+// TestCodecTokensForks has several calls continue one base call (retries,
+// forks): the first appends in the base's spare capacity (extendToks), the
+// others must not write over it.
+func TestCodecTokensForks(t *testing.T) {
+	base := testCall("ep", "base", 1)
+	base.Tokens = &Tokens{PromptIDs: make([]int32, 0, 64), CompletionIDs: []int32{9, 9}}
+	base.Tokens.PromptIDs = append(base.Tokens.PromptIDs, 1, 2, 3)
+	calls := []*Call{base}
+	for i := range 4 {
+		c := testCall("ep", fmt.Sprintf("fork-%d", i), 2+i)
+		c.Tokens = &Tokens{PromptIDs: []int32{1, 2, 3, 9, 9, int32(100 + i), int32(200 + i)}, CompletionIDs: []int32{int32(300 + i)}}
+		calls = append(calls, c)
+	}
+	next := testCall("ep", "next", 9)
+	next.Tokens = &Tokens{PromptIDs: []int32{1, 2, 3, 9, 9, 100, 200, 300, 7}, CompletionIDs: []int32{8}}
+	calls = append(calls, next)
+	var s storedEpisode
+	e := NewEpisodeEncoder(true)
+	for _, c := range calls {
+		s.write(t, e, c)
+	}
+	assertSameCalls(t, s.read(t), calls)
+	dec, blocks := NewEpisodeDecoder(), map[BlockHash][]byte{}
+	for _, u := range s.units {
+		d, bs, _ := Unpack(u)
+		for _, b := range bs {
+			blocks[b.Hash] = b.Data
+		}
+		if _, err := dec.Decode(d, func(h BlockHash) ([]byte, bool) { b, ok := blocks[h]; return b, ok }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, c := range calls {
+		r := dec.hist.byID[c.CallID]
+		if want := append(slices.Clone(c.Tokens.PromptIDs), c.Tokens.CompletionIDs...); !slices.Equal(r.toks, want) {
+			t.Errorf("call %d: decoder keeps %v, want %v", i, r.toks, want)
 		}
 	}
 }

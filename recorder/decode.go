@@ -99,6 +99,22 @@ func joinBody(b *docBody, blocks BlockSource, prompt []int32) (json.RawMessage, 
 	return append(out, b.split.skeleton[prev:]...), nil
 }
 
+// sizeHint is about the length of d's binary form, so that appendTo
+// writes it into one allocation instead of growing through ten.
+func (d *doc) sizeHint() int {
+	n := 64 + len(d.callID) + len(d.base) + len(d.meta) + len(d.usage) + 3*len(d.tokTail)
+	for _, kv := range d.metaSet {
+		n += len(kv[0]) + len(kv[1]) + 4
+	}
+	for _, b := range []*docBody{&d.req, &d.resp} {
+		n += len(b.literal) + len(b.layout) + 20*len(b.split.fields)
+		for _, f := range b.split.fields {
+			n += 17 * len(f.refs)
+		}
+	}
+	return n
+}
+
 // appendTo appends the binary form of d. Array fields carry only the refs
 // after their base prefix.
 func (d *doc) appendTo(dst []byte) []byte {

@@ -78,8 +78,8 @@ func (e *EpisodeEncoder) Encode(c *Call) (docBytes []byte, newBlocks []Block, er
 	}
 	newBlocks = e.collectNew(&d.req, newBlocks)
 	newBlocks = e.collectNew(&d.resp, newBlocks)
-	e.remember(c.CallID, &d, c.Tokens, mm)
-	return d.appendTo(nil), newBlocks, nil
+	e.remember(c.CallID, &d, c.Tokens, mm, base)
+	return d.appendTo(make([]byte, 0, d.sizeHint())), newBlocks, nil
 }
 
 // Observe feeds a stored document of this episode to the encoder, so that an
@@ -205,14 +205,14 @@ func (e *EpisodeEncoder) collectNew(b *docBody, out []Block) []Block {
 	return out
 }
 
-func (e *EpisodeEncoder) remember(id string, d *doc, t *Tokens, mm metaMap) {
+func (e *EpisodeEncoder) remember(id string, d *doc, t *Tokens, mm metaMap, base *callRefs) {
 	if !e.dedup {
 		return
 	}
 	r := &callRefs{req: arrayRefs(d.req.split.fields), resp: arrayRefs(d.resp.split.fields), meta: mm,
 		layouts: [2][]byte{d.req.layout, respLayout(d.resp.layout)}}
 	if t != nil {
-		r.toks = append(append(make([]int32, 0, len(t.PromptIDs)+len(t.CompletionIDs)), t.PromptIDs...), t.CompletionIDs...)
+		r.toks = append(extendToks(base, d.tokPrefix, t.PromptIDs[d.tokPrefix:]), t.CompletionIDs...)
 	}
 	e.hist.add(id, r)
 	e.hist.trim(encoderWindow)
@@ -286,9 +286,26 @@ func resolveRefs(d *doc, hist map[string]*callRefs) (*callRefs, error) {
 		return nil, fmt.Errorf("call %s: token prefix %d past base's %d: %w", d.callID, d.tokPrefix, len(base.toks), ErrCorrupt)
 	}
 	if d.hasToks {
-		r.toks = append(append(make([]int32, 0, d.tokPrefix+len(d.tokTail)), base.toks[:d.tokPrefix]...), d.tokTail...)
+		r.toks = extendToks(base, d.tokPrefix, d.tokTail)
 	}
 	return r, nil
+}
+
+// extendToks returns the first prefix ids of base's followed by tail, in
+// a slice no other call appends to. When prefix is all of base's ids (an
+// agent's next turn continues its last call), tail goes in base's spare
+// capacity, which only the first such call may take: copying the whole
+// context for every call was a third of the encoder's allocated bytes,
+// and made a decoder's memory quadratic in the episode's turns.
+func extendToks(base *callRefs, prefix int, tail []int32) []int32 {
+	if base == nil {
+		return append([]int32(nil), tail...)
+	}
+	if !base.lent && prefix > 0 && prefix == len(base.toks) {
+		base.lent = true
+		return append(base.toks, tail...)
+	}
+	return append(append(make([]int32, 0, prefix+len(tail)), base.toks[:prefix]...), tail...)
 }
 
 // addCompletion appends a call's completion ids to its token sequence, which

@@ -49,6 +49,7 @@ func FuzzBodyRoundTrip(f *testing.F) {
 	f.Add([]byte(`not json`))
 	f.Add([]byte(`{"prompt_token_ids":[1,2,3],"choices":[{"a":1}]}`)) // testCall's prompt ids: stored once
 	f.Add([]byte(`{"prompt_token_ids":[1,2,3 ]}`))
+	f.Add([]byte(`{"sglext":{"input_ids":[1,2,3],"output_ids":[[4]]},"sglext":{"input_ids":[1,2,3]}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var s storedEpisode
 		enc := NewEpisodeEncoder(true)

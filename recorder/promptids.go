@@ -1,16 +1,47 @@
 package recorder
 
-import "strconv"
+import (
+	"slices"
+	"strconv"
 
-// promptIDsKey is the top-level response field in which vLLM's chat API
-// sends the prompt's token ids again. A version 2 document stores it as a
-// hole that the decoder fills from the call's prompt ids, which are stored
-// once, delta-encoded against the base call; before, each response kept
-// its whole prompt in its skeleton, O(turns²) bytes over an episode.
-const promptIDsKey = "prompt_token_ids"
+	"github.com/tidwall/gjson"
+)
+
+// Where responses send the prompt's token ids again: vLLM's chat API in a
+// top-level prompt_token_ids, SGLang in sglext.input_ids. A version 2
+// document stores that array as a hole that the decoder fills from the
+// call's prompt ids, which are stored once, delta-encoded against the base
+// call; before, each response kept its whole prompt in its skeleton,
+// O(turns²) bytes over an episode.
+const (
+	promptIDsKey    = "prompt_token_ids"
+	sglextKey       = "sglext"
+	sglextPromptKey = "sglext.input_ids"
+)
+
+// promptIDsAt looks at the top-level member key: v of a response. For a
+// member that holds prompt exactly (the member, or the input_ids inside
+// sglext), it returns that value, with its absolute Index, and true;
+// otherwise key and v unchanged and false.
+func promptIDsAt(key string, v gjson.Result, prompt []int32) (string, gjson.Result, bool) {
+	if len(prompt) == 0 {
+		return key, v, false
+	}
+	switch key {
+	case promptIDsKey:
+		return key, v, isIDsJSON(v.Raw, prompt)
+	case sglextKey:
+		in := v.Get("input_ids") // Result.Get gives the Index in the whole body
+		if in.Exists() && v.IsObject() && isIDsJSON(in.Raw, prompt) {
+			return sglextPromptKey, in, true
+		}
+	}
+	return key, v, false
+}
 
 // appendIDsJSON appends ids as a compact JSON array, the form engines send.
 func appendIDsJSON(dst []byte, ids []int32) []byte {
+	dst = slices.Grow(dst, 7*len(ids)+2) // 6-digit ids and commas: one allocation
 	dst = append(dst, '[')
 	for i, id := range ids {
 		if i > 0 {

@@ -40,7 +40,7 @@ type split struct {
 }
 
 // splitBody cuts the fields named in keys out of a JSON object body, and
-// a top-level prompt_token_ids that spells prompt exactly. It
+// the response's copy of prompt (see promptIDsAt). It
 // reports false when the body is not an object or has no such field, in
 // which case the caller stores the body as a literal. Every cut is checked
 // to rebuild its span exactly, so malformed input can only lose dedup,
@@ -57,23 +57,26 @@ func splitBody(body []byte, keys map[string]bool, prompt []int32) (split, bool) 
 	// whole request): every span kept below is re-sliced from body, and the
 	// only string kept, the field's key, is cloned.
 	gjson.Parse(unsafe.String(unsafe.SliceData(body), len(body))).ForEach(func(k, v gjson.Result) bool {
-		idsKey := k.Str == promptIDsKey && len(prompt) > 0
-		if !keys[k.Str] && !idsKey || seen[k.Str] {
+		if seen[k.Str] {
+			return true
+		}
+		key, v, isIDs := promptIDsAt(k.Str, v, prompt)
+		if !keys[key] && !isIDs {
 			return true
 		}
 		start, end := v.Index, v.Index+len(v.Raw)
 		if start < prev || end > len(body) || string(body[start:end]) != v.Raw {
 			return true // position unknown: leave the value in the skeleton
 		}
-		f, ok := field{ids: true}, idsKey && isIDsJSON(v.Raw, prompt)
-		if !idsKey {
+		f, ok := field{ids: true}, isIDs
+		if !isIDs {
 			f, ok = cutField(body[start:end], v)
 		}
 		if !ok {
 			return true
 		}
 		seen[k.Str] = true
-		f.key = strings.Clone(k.Str)
+		f.key = strings.Clone(key)
 		s.skeleton = append(s.skeleton, body[prev:start]...)
 		f.hole = len(s.skeleton)
 		s.fields = append(s.fields, f)
@@ -145,29 +148,33 @@ func cutArray(span []byte, v gjson.Result) (field, bool) {
 // rebuilds reports whether joinArray(nil, f, f.data) equals span, without
 // building it: this runs for every array of every recorded request.
 func rebuilds(f field, span []byte) bool {
-	rest, ok := cutPrefix(span, "[")
+	rest, ok := cutPrefix(span, openBracket)
 	if ok {
-		rest, ok = cutPrefix(rest, string(f.lead))
+		rest, ok = cutPrefix(rest, f.lead)
 	}
 	for i, e := range f.data {
 		if !ok {
 			return false
 		}
 		if i > 0 {
-			if rest, ok = cutPrefix(rest, string(f.sep)); !ok {
+			if rest, ok = cutPrefix(rest, f.sep); !ok {
 				return false
 			}
 		}
-		rest, ok = cutPrefix(rest, string(e))
+		rest, ok = cutPrefix(rest, e)
 	}
 	if ok {
-		rest, ok = cutPrefix(rest, string(f.trail))
+		rest, ok = cutPrefix(rest, f.trail)
 	}
 	return ok && string(rest) == "]"
 }
 
-func cutPrefix(b []byte, p string) ([]byte, bool) {
-	if len(b) < len(p) || string(b[:len(p)]) != p {
+var openBracket = []byte("[")
+
+// cutPrefix takes p as bytes: a string(e) argument cost an allocation per
+// array element, half the allocations of encoding a call.
+func cutPrefix(b, p []byte) ([]byte, bool) {
+	if !bytes.HasPrefix(b, p) {
 		return b, false
 	}
 	return b[len(p):], true

@@ -95,3 +95,42 @@ func TestVersion2RoundTrip(t *testing.T) {
 		assertSameCalls(t, []*Call{got}, []*Call{c})
 	}
 }
+
+// TestPromptIDsFields checks which spellings of a response's prompt ids a
+// version 2 document stores as a hole, and that every body comes back
+// byte for byte, with and without dedup. testCall's prompt ids are 1,2,3.
+func TestPromptIDsFields(t *testing.T) {
+	tests := []struct {
+		name, body, ids string
+		hole            bool
+	}{
+		{"vllm", `{"id":"a","prompt_token_ids":[1,2,3],"choices":[]}`, "[1,2,3]", true},
+		{"sglang", `{"id":"a","sglext":{"output_ids":[[4]], "input_ids":[1,2,3] },"x":1}`, "[1,2,3]", true},
+		{"spaced", `{"id":"a","prompt_token_ids":[1, 2, 3]}`, "[1, 2, 3]", false},
+		{"other ids", `{"id":"a","prompt_token_ids":[1,2,4]}`, "[1,2,4]", false},
+		{"nested elsewhere", `{"id":"a","x":{"prompt_token_ids":[1,2,3]}}`, "[1,2,3]", false},
+		{"sglext not an object", `{"id":"a","sglext":[1,2,3]}`, "[1,2,3]", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := testCall("ep", "c1", 1)
+			c.Response = json.RawMessage(tt.body)
+			var s storedEpisode
+			s.write(t, NewEpisodeEncoder(true), c)
+			d, _, _ := Unpack(s.units[0])
+			if hole := !bytes.Contains(d, []byte(tt.ids)); hole != tt.hole {
+				t.Errorf("stored as a hole = %v, want %v", hole, tt.hole)
+			}
+			assertSameCalls(t, s.read(t), []*Call{c})
+			b, err := MarshalCall(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := UnmarshalCall(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			assertSameCalls(t, []*Call{got}, []*Call{c})
+		})
+	}
+}

@@ -152,7 +152,7 @@ func TestCorpusOnline(t *testing.T) {
 	for _, f := range files {
 		eps = append(eps, readCorpus(t, f))
 	}
-	tr := NewTracker(Options{MaxEpisodes: len(eps)})
+	tr := NewTracker(Options{MaxBytes: -1})
 	got := make([][]recorder.Lineage, len(eps))
 	for i := 0; ; i++ {
 		done := true

@@ -65,7 +65,8 @@ type callRec struct {
 // episode is the lineage state of one episode. Its size is O(calls) small
 // records and index entries plus the units of each thread's tip.
 type episode struct {
-	id string
+	id   string
+	size int64 // bytes accounted for it in its Tracker; guarded by Tracker.mu
 
 	mu      sync.Mutex // guards following
 	calls   []callRec

@@ -8,7 +8,7 @@ import (
 )
 
 func Example_observe() {
-	tr := lineage.NewTracker(lineage.Options{MaxEpisodes: 512})
+	tr := lineage.NewTracker(lineage.Options{MaxBytes: 8 << 20})
 	call := func(id string, prompt, completion []int32) *recorder.Call {
 		return &recorder.Call{
 			EpisodeID: "ep-42", CallID: id, API: recorder.APIChatCompletions,

@@ -192,7 +192,7 @@ func FuzzObserveJSON(f *testing.F) {
 	f.Add(uint8(3), []byte(`{"messages":"x","system":[[[[]]]]}`), []byte(`{"content":[{"type":"tool_use","input":{"a":[1e400]}}]}`))
 	apis := []string{recorder.APIChatCompletions, recorder.APIResponses, recorder.APICompletions, recorder.APIMessages}
 	f.Fuzz(func(t *testing.T, api uint8, req, resp []byte) {
-		tr := NewTracker(Options{MaxEpisodes: 2})
+		tr := NewTracker(Options{MaxBytes: 1})
 		for i := range 3 {
 			c := &recorder.Call{EpisodeID: "ep", CallID: fmt.Sprint(i), API: apis[int(api)%len(apis)], Request: req, Response: resp}
 			l, ok := tr.Observe(c)

@@ -60,8 +60,16 @@ func TestObserveWithoutData(t *testing.T) {
 	}
 }
 
-func TestMaxEpisodes(t *testing.T) {
-	tr := NewTracker(Options{MaxEpisodes: 2})
+// oneEpisodeBytes is what the first call of tokCall("a1", seq(0, 10),
+// seq(10, 5)) costs a Tracker.
+func oneEpisodeBytes() int64 {
+	tr := NewTracker(Options{})
+	tr.Observe(inEpisode("a", tokCall("a1", seq(0, 10), seq(10, 5))))
+	return tr.Bytes()
+}
+
+func TestMaxBytes(t *testing.T) {
+	tr := NewTracker(Options{MaxBytes: 2*oneEpisodeBytes() + 100})
 	first := func(ep string) { tr.Observe(inEpisode(ep, tokCall(ep+"1", seq(0, 10), seq(10, 5)))) }
 	second := func(ep string) string {
 		l, _ := tr.Observe(inEpisode(ep, tokCall(ep+"2", seq(0, 20), nil)))
@@ -86,6 +94,31 @@ func TestMaxEpisodes(t *testing.T) {
 	}
 }
 
+// TestMaxBytesCountsTokens checks that the budget is in bytes: one long
+// episode pushes out several short ones, is kept alone although it exceeds
+// the budget, and forgetting everything brings the estimate back to 0.
+func TestMaxBytesCountsTokens(t *testing.T) {
+	one := oneEpisodeBytes()
+	tr := NewTracker(Options{MaxBytes: 4 * one})
+	for _, ep := range []string{"a", "b", "c"} {
+		tr.Observe(inEpisode(ep, tokCall(ep+"1", seq(0, 10), seq(10, 5))))
+	}
+	if n, b := tr.Len(), tr.Bytes(); n != 3 || b != 3*one {
+		t.Fatalf("three short episodes: Len = %d, Bytes = %d, want 3, %d", n, b, 3*one)
+	}
+	tr.Observe(inEpisode("long", tokCall("l1", seq(0, 10000), seq(20000, 100))))
+	if n, b := tr.Len(), tr.Bytes(); n != 1 || b < 4*10100 {
+		t.Errorf("after a 10,100-token episode: Len = %d, Bytes = %d, want 1, at least %d", n, b, 4*10100)
+	}
+	if l, _ := tr.Observe(inEpisode("long", tokCall("l2", cat(seq(0, 10000), seq(20000, 100), seq(30000, 50)), nil))); l.Kind != recorder.LineageExtend {
+		t.Errorf("the long episode's next call: %s, want extend", l.Kind)
+	}
+	tr.Forget("long")
+	if n, b := tr.Len(), tr.Bytes(); n != 0 || b != 0 {
+		t.Errorf("after Forget: Len = %d, Bytes = %d, want 0, 0", n, b)
+	}
+}
+
 func TestObserveKeepsNoReferences(t *testing.T) {
 	tr := NewTracker(Options{})
 	c1 := tokCall("c1", seq(0, 200), seq(500, 10))
@@ -101,7 +134,7 @@ func TestObserveKeepsNoReferences(t *testing.T) {
 // TestConcurrent observes many episodes from many goroutines, and one
 // episode from several at once, under -race.
 func TestConcurrent(t *testing.T) {
-	tr := NewTracker(Options{MaxEpisodes: 64})
+	tr := NewTracker(Options{MaxBytes: 1 << 20})
 	var wg sync.WaitGroup
 	kinds := make([][]string, 8)
 	for g := range 8 {
