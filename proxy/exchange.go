@@ -60,12 +60,14 @@ type exchange struct {
 	// resp collects the upstream body as received, unless asm assembles
 	// the stream as it flows and has seen enough of it to produce a
 	// response: then the record needs no raw copy and none is held.
-	resp    *bytes.Buffer
-	asm     *assemble.Streamer
-	eof     bool
-	readErr error
-	ended   time.Time
-	done    bool
+	resp *bytes.Buffer
+	asm  *assemble.Streamer
+	// asmEvents: the stripper feeds asm event by event, not the tee.
+	asmEvents bool
+	eof       bool
+	readErr   error
+	ended     time.Time
+	done      bool
 	// answered is set once the upstream's response has ended (or failed),
 	// from the goroutine serving the request; record ordering reads it.
 	answered atomic.Bool
@@ -240,7 +242,9 @@ func (t *tee) Read(p []byte) (int, error) {
 // collect keeps what the record needs of the next body bytes.
 func (x *exchange) collect(p []byte) {
 	if x.asm != nil {
-		x.asm.Write(p)
+		if !x.asmEvents {
+			x.asm.Write(p)
+		}
 		if x.asm.Started() {
 			if x.resp != nil {
 				putRespBuf(x.resp)

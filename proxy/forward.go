@@ -104,7 +104,10 @@ func (h *Handler) modifyResponse(res *http.Response) error {
 	var body io.ReadCloser = &tee{x: x, rc: res.Body}
 	if x.strip.any() && x.respEncoding == "" && res.StatusCode == http.StatusOK {
 		if x.sse {
-			body = newStripper(body, x.strip)
+			// The stripper frames the events and hands them to the
+			// assembler; the tee only keeps the raw bytes.
+			body = newStripper(body, x.strip, x.asm)
+			x.asmEvents = x.asm != nil
 		} else {
 			return stripWhole(res, body, x.strip)
 		}

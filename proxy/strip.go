@@ -11,6 +11,7 @@ import (
 	"github.com/tidwall/sjson"
 
 	"github.com/orchard-rl/orchard/internal/sse"
+	"github.com/orchard-rl/orchard/proxy/assemble"
 )
 
 // stripRules say what the proxy added to a request and must therefore take
@@ -64,6 +65,11 @@ type stripper struct {
 	err   error
 	pass  bool
 	tpl   stripTemplate
+	// asm, when not nil, is fed every upstream event as framed here (and
+	// any bytes not framed, as bytes), so that the stream is framed once
+	// and each chunk's JSON validated once: a chunk the template or the
+	// lookups found valid is handed over as such.
+	asm *assemble.Streamer
 }
 
 // strippers recycles a stripper's buffers (read buffer, output, framer)
@@ -72,9 +78,9 @@ var strippers = sync.Pool{New: func() any {
 	return &stripper{f: sse.NewFramer(0), buf: make([]byte, 8<<10), out: make([]byte, 0, 8<<10)}
 }}
 
-func newStripper(src io.ReadCloser, r stripRules) *stripper {
+func newStripper(src io.ReadCloser, r stripRules, asm *assemble.Streamer) *stripper {
 	s := strippers.Get().(*stripper)
-	s.src, s.rules = src, r
+	s.src, s.rules, s.asm = src, r, asm
 	return s
 }
 
@@ -96,7 +102,9 @@ func (s *stripper) Read(p []byte) (int, error) {
 					}
 				}
 				// An unterminated tail goes out as received.
-				s.out = append(s.out, s.f.Rest()...)
+				rest := s.f.Rest()
+				s.out = append(s.out, rest...)
+				s.assemble(rest)
 			}
 			s.err = err
 		}
@@ -109,12 +117,16 @@ func (s *stripper) Read(p []byte) (int, error) {
 func (s *stripper) feed(p []byte) {
 	if s.pass {
 		s.out = append(s.out, p...)
+		s.assemble(p)
 		return
 	}
 	if _, err := s.f.Write(p); err != nil {
 		s.pass = true
-		s.out = append(s.out, s.f.Rest()...)
+		rest := s.f.Rest()
+		s.out = append(s.out, rest...)
 		s.out = append(s.out, p...)
+		s.assemble(rest)
+		s.assemble(p)
 		return
 	}
 	for ev := s.f.Next(); ev != nil; ev = s.f.Next() {
@@ -125,8 +137,10 @@ func (s *stripper) feed(p []byte) {
 // Close closes the upstream body and recycles the stripper; the
 // ReverseProxy reads nothing after Close.
 func (s *stripper) Close() error {
+	// A partial event still framed goes to the assembler before the tee's
+	// Close ends the exchange (the client left mid-stream).
+	s.assemble(s.f.Rest())
 	err := s.src.Close()
-	s.f.Rest()
 	*s = stripper{f: s.f, buf: s.buf, out: s.out[:0], tpl: stripTemplate{data: s.tpl.data[:0], holes: s.tpl.holes[:0]}}
 	strippers.Put(s)
 	return err
@@ -136,24 +150,45 @@ func (s *stripper) Close() error {
 // template when ev repeats the last chunk outside the values it nulls, else
 // by looking the fields up (and making ev the template if it can be one).
 func (s *stripper) event(dst, ev []byte) []byte {
+	out, valid := s.strip(dst, ev)
+	if s.asm != nil {
+		s.asm.Event(ev, valid)
+	}
+	return out
+}
+
+// strip is event without the assembler; it also returns the event's JSON
+// data when it found it strictly valid (the template matched, or the
+// chunk became the template), else nil.
+func (s *stripper) strip(dst, ev []byte) ([]byte, []byte) {
 	start, end := dataJSON(ev)
 	if start < 0 {
-		return append(dst, ev...)
+		return append(dst, ev...), nil
 	}
 	base := len(dst)
 	dst = append(dst, ev[:start]...)
-	if out, ok := s.tpl.apply(dst, ev[start:end]); ok {
-		return append(out, ev[end:]...)
-	}
 	data := ev[start:end]
+	if out, ok := s.tpl.apply(dst, data); ok {
+		return append(out, ev[end:]...), data
+	}
 	edits, drop := s.rules.plan(data, true)
 	if drop {
 		s.tpl.ok = false
-		return dst[:base] // the usage-only chunk the client did not ask for
+		return dst[:base], nil // the usage-only chunk the client did not ask for
 	}
 	s.tpl.keep(data, edits)
-	dst = appendEdited(dst, data, edits)
-	return append(dst, ev[end:]...)
+	if !s.tpl.ok {
+		data = nil
+	}
+	dst = appendEdited(dst, ev[start:end], edits)
+	return append(dst, ev[end:]...), data
+}
+
+// assemble hands bytes the framer did not frame to the assembler.
+func (s *stripper) assemble(p []byte) {
+	if s.asm != nil && len(p) > 0 {
+		s.asm.Write(p)
+	}
 }
 
 // rewrite removes the injected fields from one JSON chunk or body. In a

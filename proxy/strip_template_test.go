@@ -5,8 +5,12 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/orchard-rl/orchard/proxy/assemble"
+	"github.com/orchard-rl/orchard/recorder"
 )
 
 // TestStripTemplate strips generated vLLM-style streams (chunks that repeat
@@ -31,7 +35,7 @@ func TestStripTemplate(t *testing.T) {
 			for _, ev := range splitEvents(body) {
 				want = rules.apply(want, ev)
 			}
-			s := newStripper(io.NopCloser(&pieceReader{b: body, r: r}), rules)
+			s := newStripper(io.NopCloser(&pieceReader{b: body, r: r}), rules, nil)
 			got, err := io.ReadAll(s)
 			if err != nil {
 				t.Fatal(err)
@@ -138,4 +142,53 @@ func (r stripRules) apply(dst, ev []byte) []byte {
 		return dst[:len(dst)-start] // the usage-only chunk the client did not ask for
 	}
 	return append(dst, ev[end:]...)
+}
+
+// TestStripperFeedsAssembler strips generated streams while the stripper
+// feeds an assembler event by event (validated chunks handed over as such),
+// as the proxy does on the token path, and compares what it assembled with
+// the assembly of the same bytes fed as bytes: the results must be equal,
+// also with a byte order mark, comment and odd data lines, an unterminated
+// tail, and a client that leaves mid-stream.
+func TestStripperFeedsAssembler(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(11, 13))
+	rules := []stripRules{
+		{fields: []fieldRule{{name: "prompt_token_ids"}, {name: "token_ids", perChoice: true}, {name: "logprobs", perChoice: true}}},
+		{usage: true, fields: []fieldRule{{name: "token_ids", perChoice: true, remove: true}}},
+	}
+	for n := range 2000 {
+		body := genStream(r)
+		switch r.IntN(8) {
+		case 0:
+			body = append([]byte("\xEF\xBB\xBF"), body...)
+		case 1:
+			body = bytes.Replace(body, []byte("data: "), []byte(": ping\n\ndata:"), 1)
+		case 2:
+			body = bytes.Replace(body, []byte("data: "), []byte("data:  "), 2)
+		case 3:
+			body = body[:len(body)-1-r.IntN(len(body)/2)] // unterminated tail
+		case 4:
+			body = bytes.Replace(body, []byte("\n\n"), []byte("\r\n\r\n"), -1)
+		}
+		api := recorder.APIChatCompletions
+		asm, err := assemble.NewStreamer(api)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src := &pieceReader{b: body, r: r}
+		s := newStripper(io.NopCloser(src), rules[n%len(rules)], asm)
+		if r.IntN(4) == 0 {
+			// The client leaves: the proxy stops reading and closes.
+			io.ReadFull(s, make([]byte, r.IntN(len(body)+1)))
+		} else if _, err := io.ReadAll(s); err != nil {
+			t.Fatal(err)
+		}
+		read := body[:len(body)-len(src.b)]
+		s.Close()
+		got, want := asm.Result(), assemble.Stream(api, read)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("case %d:\n%q\nevent by event:\n%+v\nas bytes:\n%+v", n, read, got, want)
+		}
+	}
 }

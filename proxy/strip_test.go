@@ -54,7 +54,7 @@ func TestStripUsage(t *testing.T) {
 				if name != "whole" {
 					src = iotest.OneByteReader(src)
 				}
-				s := newStripper(io.NopCloser(src), stripRules{usage: true, nullUsage: true})
+				s := newStripper(io.NopCloser(src), stripRules{usage: true, nullUsage: true}, nil)
 				got, err := io.ReadAll(s)
 				if err != nil {
 					t.Fatalf("%s: ReadAll: %v", name, err)
@@ -70,7 +70,7 @@ func TestStripUsage(t *testing.T) {
 func TestStripperPassesReadError(t *testing.T) {
 	in := "data: {\"choices\":[{\"delta\":{}}],\"usage\":null}\n\ndata: {\"partial"
 	src := io.MultiReader(bytes.NewReader([]byte(in)), iotest.ErrReader(io.ErrUnexpectedEOF))
-	s := newStripper(io.NopCloser(src), stripRules{usage: true, nullUsage: true})
+	s := newStripper(io.NopCloser(src), stripRules{usage: true, nullUsage: true}, nil)
 	got, err := io.ReadAll(s)
 	if err != io.ErrUnexpectedEOF {
 		t.Fatalf("err = %v, want %v", err, io.ErrUnexpectedEOF)
@@ -103,7 +103,7 @@ func FuzzStripper(f *testing.F) {
 		if chunk%2 == 1 {
 			src = iotest.OneByteReader(src)
 		}
-		got, err := io.ReadAll(newStripper(io.NopCloser(src), stripRules{usage: true, nullUsage: true}))
+		got, err := io.ReadAll(newStripper(io.NopCloser(src), stripRules{usage: true, nullUsage: true}, nil))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,6 +6,8 @@ import (
 	"slices"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/orchard-rl/orchard/internal/jsonscan"
 )
 
 // A call's metadata (every field but the bodies, usage and prompt ids) is
@@ -18,7 +20,9 @@ type metaMap map[string]string
 
 func parseMeta(meta []byte) (metaMap, error) {
 	g := gjson.ParseBytes(meta) // a copy: the map keeps strings of it
-	if !json.Valid(meta) || !g.IsObject() {
+	// jsonscan accepts nothing encoding/json rejects (its FuzzValid) and is
+	// several times faster; this runs for every call the store writes.
+	if !(jsonscan.Valid(meta) || json.Valid(meta)) || !g.IsObject() {
 		return nil, fmt.Errorf("metadata is not a JSON object: %w", ErrCorrupt)
 	}
 	m := metaMap{}

@@ -54,7 +54,7 @@ func BenchmarkProxy(b *testing.B) {
 				defer ps.Close()
 				base = ps.URL
 			}
-			benchCalls(b, sc, base)
+			benchCalls(b, sc, base, tc.ids)
 		})
 	}
 }
@@ -65,9 +65,11 @@ var proxyCases = []struct {
 	store bool   // record into the embedded store (else discard)
 	kind  string // upstream kind; "" no proxy
 	bare  bool
+	ids   bool // the client asks for token ids and logprobs itself
 }{
 	{name: "direct"},
 	{name: "bare", bare: true},
+	{name: "bare-ids", bare: true, ids: true},
 	{name: "orchard-discard", kind: "openai"},
 	{name: "orchard-embedded", kind: "openai", store: true},
 	{name: "orchard-vllm-embedded", kind: "vllm", store: true},
@@ -98,7 +100,11 @@ func BenchmarkProxyStreams256(b *testing.B) {
 			}
 			ps := httptest.NewServer(h)
 			defer ps.Close()
-			c, err := loadgen.NewClient(ps.URL, sc, 512)
+			newClient := loadgen.NewClient
+			if tc.ids {
+				newClient = loadgen.NewIDsClient
+			}
+			c, err := newClient(ps.URL, sc, 512)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -173,9 +179,13 @@ func orchardHandler(b *testing.B, u *url.URL, kind string, store bool) (http.Han
 
 // benchCalls runs b.N calls against base from 8 goroutines (on 2 CPUs), each playing
 // episodes turn by turn.
-func benchCalls(b *testing.B, sc loadgen.Scenario, base string) {
+func benchCalls(b *testing.B, sc loadgen.Scenario, base string, ids bool) {
 	b.Helper()
-	c, err := loadgen.NewClient(base, sc, 64)
+	newClient := loadgen.NewClient
+	if ids {
+		newClient = loadgen.NewIDsClient
+	}
+	c, err := newClient(base, sc, 64)
 	if err != nil {
 		b.Fatal(err)
 	}

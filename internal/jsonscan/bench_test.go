@@ -31,3 +31,15 @@ func BenchmarkValid(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkValidChunk is Valid on one vLLM chat chunk with token ids and
+// logprobs, which the proxy validates (in part) for every chunk it strips.
+func BenchmarkValidChunk(b *testing.B) {
+	doc := []byte(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1767225600,"model":"qwen","choices":[{"index":0,"delta":{"content":" tok"},"logprobs":{"content":[{"token":" tok","logprob":-0.125,"bytes":[32,116,111,107],"top_logprobs":[]}]},"finish_reason":null,"token_ids":[1234]}]}`)
+	b.SetBytes(int64(len(doc)))
+	for b.Loop() {
+		if !Valid(doc) {
+			b.Fatal("invalid")
+		}
+	}
+}

@@ -29,7 +29,7 @@ func TypeOf(c byte) gjson.Type {
 
 // SkipSpace returns the index of the first non-space byte of b at or after i.
 func SkipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+	for i < len(b) && b[i] <= ' ' && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
 		i++
 	}
 	return i

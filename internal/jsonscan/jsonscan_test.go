@@ -70,3 +70,21 @@ func TestStringValues(t *testing.T) {
 		}
 	}
 }
+
+// TestValidStringBytes puts every byte value at every position of strings
+// long enough for the eight-bytes-at-a-time scan, alone and escaped, and
+// compares Valid with encoding/json.
+func TestValidStringBytes(t *testing.T) {
+	t.Parallel()
+	const base = "abcdefghijklmnopqrstuvwxyz0123"
+	for c := range 256 {
+		for p := range len(base) + 1 {
+			for _, ins := range []string{string([]byte{byte(c)}), `\` + string([]byte{byte(c)})} {
+				b := []byte(`["` + base[:p] + ins + base[p:] + `",1]`)
+				if got, want := Valid(b), json.Valid(b); got != want {
+					t.Fatalf("Valid(%q) = %v, encoding/json says %v", b, got, want)
+				}
+			}
+		}
+	}
+}

@@ -1,5 +1,10 @@
 package jsonscan
 
+import (
+	"encoding/binary"
+	"math/bits"
+)
+
 // Valid reports whether b is one JSON value (with optional surrounding
 // space) by the grammar of RFC 8259. It accepts nothing gjson.ValidBytes
 // rejects (a fuzz test holds it to that) and is cheaper: chunks pass here
@@ -100,31 +105,67 @@ func validArray(b []byte, i, depth int) (int, bool) {
 	}
 }
 
+// strPlain marks the bytes a string holds as they are: anything but a
+// control character, a quote or a backslash.
+var strPlain = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
 func validString(b []byte, i int) (int, bool) {
-	for i++; i < len(b); i++ {
+	for i++; ; i++ {
+		i = nextSpecial(b, i)
+		if i >= len(b) {
+			return i, false
+		}
 		switch c := b[i]; {
 		case c == '"':
 			return i + 1, true
 		case c < ' ':
 			return i, false
-		case c == '\\':
-			i++
-			if i >= len(b) {
+		}
+		// A backslash.
+		i++
+		if i >= len(b) {
+			return i, false
+		}
+		switch b[i] {
+		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		case 'u':
+			if len(b)-i < 5 || !hex4(b[i+1:i+5]) {
 				return i, false
 			}
-			switch b[i] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-			case 'u':
-				if len(b)-i < 5 || !hex4(b[i+1:i+5]) {
-					return i, false
-				}
-				i += 4
-			default:
-				return i, false
-			}
+			i += 4
+		default:
+			return i, false
 		}
 	}
-	return i, false
+}
+
+// nextSpecial returns the index of the first byte at or after i that a
+// string does not hold as it is (see strPlain), or len(b). It tests eight
+// bytes at a time: strings are validated for every chunk the proxy strips.
+func nextSpecial(b []byte, i int) int {
+	for ; i+8 <= len(b); i += 8 {
+		if m := special8(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+	}
+	for i < len(b) && strPlain[b[i]] {
+		i++
+	}
+	return i
+}
+
+// special8 flags (high bit) the bytes of x below 0x20 or equal to '"' or
+// '\\'. A flag above a flagged byte may be false (a borrow), so only the
+// lowest one is meaningful.
+func special8(x uint64) uint64 {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	q, s := x^(lo*'"'), x^(lo*'\\')
+	return ((x-lo*0x20)&^x | (q-lo)&^q | (s-lo)&^s) & hi
 }
 
 func hex4(h []byte) bool {

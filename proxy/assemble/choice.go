@@ -198,22 +198,45 @@ func (ch *choice) toolDelta(tc val) {
 	})
 }
 
-// render returns the choice as the non-streaming API shapes it.
-func (ch *choice) render(chat bool) []byte {
-	out := ch.fields
+// prepare starts rendering the choice as the non-streaming API shapes it:
+// it sets the choice's small assembled fields (message, text) and
+// reports whether its logprobs and token ids are to be rendered from the
+// accumulated lists.
+func (ch *choice) prepare(chat bool) (out object, lp, ids bool) {
+	out = ch.fields
 	if chat && out.has("message") {
 		out.set("message", ch.message())
 	}
 	if s, ok := ch.texts["text"]; ok {
 		out.set("text", quote(string(s)))
 	}
-	if out.has("logprobs") && ch.lp.seen {
-		out.set("logprobs", ch.lp.render())
+	return out, out.has("logprobs") && ch.lp.seen, out.has("token_ids") && ch.ids.seen
+}
+
+// size is about the length of the prepared choice rendered.
+func (ch *choice) size(out *object, lp, ids bool) int {
+	n := out.size()
+	if lp {
+		n += ch.lp.size()
 	}
-	if out.has("token_ids") && ch.ids.seen {
-		out.set("token_ids", intsJSON(ch.ids.ids))
+	if ids {
+		n += 8 * len(ch.ids.ids)
 	}
-	return out.bytes()
+	return n
+}
+
+// appendTo appends the prepared choice to b, writing the logprobs and token
+// ids straight from their lists.
+func (ch *choice) appendTo(b []byte, out *object, lp, ids bool) []byte {
+	return out.appendTo(b, func(b []byte, k string) ([]byte, bool) {
+		switch {
+		case k == "logprobs" && lp:
+			return ch.lp.appendTo(b), true
+		case k == "token_ids" && ids:
+			return appendInts(b, ch.ids.ids), true
+		}
+		return b, false
+	})
 }
 
 func (ch *choice) message() []byte {

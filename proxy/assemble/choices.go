@@ -25,6 +25,7 @@ type choices struct {
 	nChunks int
 	tpl     template
 	cur     []byte // the chunk being parsed in full (for template offsets)
+	valid   bool   // the chunk being consumed is known strictly valid JSON
 	group   int    // choice objects seen in the chunk being parsed
 }
 
@@ -38,17 +39,26 @@ func newChoices(chat bool) *choices {
 	return &choices{chat: chat, byIndex: map[int64]*choice{}, sglOut: map[int64][]int32{}}
 }
 
+// validEvent is event for data known to be strictly valid JSON (the
+// proxy's stripper validated it): neither the template match nor the full
+// parse validates it again.
+func (c *choices) validEvent(name string, data []byte) {
+	c.valid = true
+	c.event(name, data)
+	c.valid = false
+}
+
 func (c *choices) event(_ string, data []byte) {
 	if string(data) == "[DONE]" {
 		c.done = true
 		return
 	}
 	c.nChunks++
-	if c.tpl.replay(data) {
+	if c.tpl.replay(data, c.valid) {
 		return
 	}
 	c.tpl.reset()
-	strict := jsonscan.Valid(data)
+	strict := c.valid || jsonscan.Valid(data)
 	if !strict && !gjson.ValidBytes(data) {
 		c.errs = append(c.errs, "malformed chunk "+itoa(c.nChunks))
 		return
@@ -155,17 +165,38 @@ func (c *choices) result() Result {
 		return r
 	}
 	chs := c.sorted()
-	rendered := make([][]byte, len(chs))
+	type prepared struct {
+		out     object
+		lp, ids bool
+	}
+	preps := make([]prepared, len(chs))
 	toks := make([]choiceTokens, len(chs))
+	size := c.top.size()
 	for j, ch := range chs {
-		rendered[j] = ch.render(c.chat)
+		p := &preps[j]
+		p.out, p.lp, p.ids = ch.prepare(c.chat)
+		size += ch.size(&p.out, p.lp, p.ids) + 1
 		toks[j] = ch.tokens()
 		if out, ok := c.sglOut[ch.index]; ok && !toks[j].ids.seen {
 			toks[j].ids = idList{out, true}
 		}
 	}
-	c.top.set("choices", rawArray(rendered))
-	r.Response = c.top.bytes()
+	// The response is written once, into one buffer: the choices, their
+	// logprobs and token ids straight from what was accumulated.
+	c.top.set("choices", nullJSON) // keeps its place; appended at the end if no chunk had it
+	r.Response = c.top.appendTo(make([]byte, 0, size+2), func(b []byte, k string) ([]byte, bool) {
+		if k != "choices" {
+			return b, false
+		}
+		b = append(b, '[')
+		for j, ch := range chs {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = ch.appendTo(b, &preps[j].out, preps[j].lp, preps[j].ids)
+		}
+		return append(b, ']'), true
+	})
 	if m, ok := c.top.get("model"); ok {
 		r.Model = gjson.ParseBytes(m).String()
 	}

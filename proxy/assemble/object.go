@@ -61,21 +61,53 @@ func (o *object) has(k string) bool {
 
 // bytes renders the object as compact JSON.
 func (o *object) bytes() []byte {
+	return o.appendTo(make([]byte, 0, o.size()), nil)
+}
+
+// size is the length of o rendered, for keys that need no escaping.
+func (o *object) size() int {
 	n := 2
 	for _, k := range o.keys {
 		n += len(k) + 4 + len(o.vals[k]) // quotes, colon, comma
 	}
-	b := make([]byte, 0, n)
+	return n
+}
+
+// appendTo appends o rendered as compact JSON to b. For each key, value
+// (when not nil) may append the key's value itself and report true; keys it
+// declines get their stored value. Nested values are thus written once,
+// into the final buffer, instead of rendered and copied at each level.
+func (o *object) appendTo(b []byte, value func(b []byte, k string) ([]byte, bool)) []byte {
 	b = append(b, '{')
 	for i, k := range o.keys {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, quote(k)...)
+		b = appendKey(b, k)
 		b = append(b, ':')
+		if value != nil {
+			if nb, ok := value(b, k); ok {
+				b = nb
+				continue
+			}
+		}
 		b = append(b, o.vals[k]...)
 	}
 	return append(b, '}')
+}
+
+// appendKey appends k as a JSON string, as quote does: plain printable
+// ASCII without the characters encoding/json escapes is copied between
+// quotes, anything else goes through quote.
+func appendKey(b []byte, k string) []byte {
+	for i := 0; i < len(k); i++ {
+		if c := k[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return append(b, quote(k)...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, k...)
+	return append(b, '"')
 }
 
 func isNull(raw []byte) bool { return string(bytes.TrimSpace(raw)) == "null" }
@@ -105,8 +137,8 @@ func rawArray(elems [][]byte) []byte {
 	return append(b, ']')
 }
 
-func intsJSON(ids []int32) []byte {
-	b := make([]byte, 0, 8*len(ids)+2)
+// appendInts appends ids as a JSON array of integers.
+func appendInts(b []byte, ids []int32) []byte {
 	b = append(b, '[')
 	for i, id := range ids {
 		if i > 0 {

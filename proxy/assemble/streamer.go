@@ -54,6 +54,41 @@ func (s *Streamer) Write(p []byte) (int, error) {
 	return n, nil
 }
 
+// Event feeds one complete event that the caller framed from the body with
+// an [sse.Framer] (ending in its blank line), as Write would have framed it
+// from the same bytes; bytes it did not frame (a tail, or everything once
+// it gives up framing) go to Write. valid, when not nil, is a part of raw
+// that the caller found to be strictly valid JSON: when it is the event's
+// data, the chunk is not validated again.
+func (s *Streamer) Event(raw, valid []byte) {
+	if !s.checked {
+		if len(s.bom) > 0 || len(raw) > 0 && raw[0] == bom[0] {
+			s.Write(raw) // possibly a byte order mark: Write tells
+			return
+		}
+		s.checked = true
+	}
+	if s.f.Buffered() > 0 {
+		s.Write(raw) // after bytes Write holds, it frames this one
+		return
+	}
+	ev := sse.Parse(raw)
+	if !ev.HasData {
+		return
+	}
+	if v, ok := s.a.(validEventer); ok && len(valid) > 0 && len(valid) == len(ev.Data) && &valid[0] == &ev.Data[0] {
+		v.validEvent(ev.Name, ev.Data)
+		return
+	}
+	s.a.event(ev.Name, ev.Data)
+}
+
+// validEventer is an assembler that can skip validating an event's data
+// known to be strictly valid JSON.
+type validEventer interface {
+	validEvent(name string, data []byte)
+}
+
 func (s *Streamer) frame(p []byte) {
 	s.f.Feed(p, s.event) // cannot fail: the limit is the address space
 }

@@ -74,9 +74,9 @@ func (t *template) reset() {
 func (t *template) keep(data []byte) { t.data = append(t.data[:0], data...) }
 
 // replay applies data through the template if it matches, and reports
-// whether it did.
-func (t *template) replay(data []byte) bool {
-	if t.off || !t.ok || !t.match(data) {
+// whether it did. valid says data is known strictly valid JSON.
+func (t *template) replay(data []byte, valid bool) bool {
+	if t.off || !t.ok || !t.match(data, valid) {
 		return false
 	}
 	group, nIDs, nLP := -1, -1, -1
@@ -109,8 +109,11 @@ func (t *template) replay(data []byte) bool {
 }
 
 // match reports whether data equals the template outside its holes, with a
-// valid value of the same kind in each, and collects those values.
-func (t *template) match(data []byte) bool {
+// valid value of the same kind in each, and collects those values. When
+// data is known strictly valid (valid), a hole's value is only skipped, not
+// validated: each hole then starts a value of a valid document (the bytes
+// before it parse as the template's do), so skipping finds its exact end.
+func (t *template) match(data []byte, valid bool) bool {
 	t.vals = t.vals[:0]
 	at, from := 0, 0 // positions in data and in t.data
 	for _, h := range t.holes {
@@ -122,9 +125,14 @@ func (t *template) match(data []byte) bool {
 		if at >= len(data) || !jsonscan.SameKind(data[at], t.data[h.start]) {
 			return false
 		}
-		end, ok := jsonscan.ValidValue(data, at)
-		if !ok {
-			return false
+		var end int
+		if valid {
+			end = jsonscan.SkipValue(data, at)
+		} else {
+			var ok bool
+			if end, ok = jsonscan.ValidValue(data, at); !ok {
+				return false
+			}
 		}
 		t.vals = append(t.vals, val{raw: data[at:end], Type: jsonscan.TypeOf(data[at])})
 		at, from = end, h.end

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/orchard-rl/orchard/internal/jsonscan"
 	"github.com/orchard-rl/orchard/recorder"
 )
 
@@ -21,41 +22,81 @@ type logprobs struct {
 }
 
 // jsonList is a JSON array under construction: its elements' raw bytes,
-// comma-separated, in one buffer (a chunk's logprob entries are appended
-// every chunk; one buffer instead of a copy per entry).
+// comma-separated, in a few segments (a chunk's logprob entries are
+// appended every chunk; one buffer instead of a copy per entry). Segments
+// double in size up to listSegMax and are never copied while the stream
+// lasts: a growing single buffer copied every entry about twice more and
+// held up to twice the bytes.
 type jsonList struct {
-	key string
-	buf []byte
-	n   int
+	key  string
+	segs [][]byte
+	size int // bytes in segs
+	n    int
 }
 
+const (
+	listSegMin = 512
+	listSegMax = 64 << 10
+)
+
 func (j *jsonList) add(raw []byte) {
-	if j.n > 0 {
-		j.buf = append(j.buf, ',')
+	need := len(raw) + 1
+	if len(j.segs) == 0 || cap(j.segs[len(j.segs)-1])-len(j.segs[len(j.segs)-1]) < need {
+		c := listSegMin
+		if len(j.segs) > 0 {
+			c = min(2*cap(j.segs[len(j.segs)-1]), listSegMax)
+		}
+		j.segs = append(j.segs, make([]byte, 0, max(c, need)))
 	}
-	j.buf = append(j.buf, raw...)
+	last := &j.segs[len(j.segs)-1]
+	if j.n > 0 {
+		*last = append(*last, ',')
+		j.size++
+	}
+	*last = append(*last, raw...)
+	j.size += len(raw)
 	j.n++
 }
 
-func (j *jsonList) bytes() []byte {
-	out := make([]byte, 0, len(j.buf)+2)
-	return append(append(append(out, '['), j.buf...), ']')
+// appendTo appends the list as a JSON array to b.
+func (j *jsonList) appendTo(b []byte) []byte {
+	b = append(b, '[')
+	for _, s := range j.segs {
+		b = append(b, s...)
+	}
+	return append(b, ']')
 }
 
 // missingLogprob stands in for an entry without a logprob (vLLM's floor).
 const missingLogprob = -9999.0
 
 // add merges one chunk's logprobs and returns how many sampled-token entries
-// it carried.
+// it carried. v must be an object (every caller checks). It walks the object
+// once, as val.ForEach would, but reads each array's elements as it skips
+// them: this runs for every chunk of a stream that carries logprobs, and
+// ForEach, SkipValue and Get used to scan each entry up to three times.
 func (l *logprobs) add(v val, chat bool) int {
 	l.seen = true
+	b := v.raw
 	n := 0
-	v.ForEach(func(k, f val) bool {
-		if !f.IsArray() {
+	for i := 1; ; {
+		i = jsonscan.SkipSpace(b, i)
+		if i < len(b) && b[i] == ',' {
+			i = jsonscan.SkipSpace(b, i+1)
+		}
+		if i >= len(b) || b[i] == '}' {
+			return n
+		}
+		ke := jsonscan.SkipString(b, i)
+		k := val{raw: b[i:ke], Type: gjson.String}
+		i = jsonscan.SkipSpace(b, jsonscan.SkipSpace(b, ke)+1) // past the colon
+		if b[i] != '[' {
+			ve := jsonscan.SkipValue(b, i)
 			if _, isArr := l.arrays[k.text()]; !isArr {
-				l.obj.mergeRaw(k, f.raw)
+				l.obj.mergeRaw(k, b[i:ve])
 			}
-			return true
+			i = ve
+			continue
 		}
 		if l.arrays == nil {
 			l.arrays = map[string]*jsonList{}
@@ -66,22 +107,71 @@ func (l *logprobs) add(v val, chat bool) int {
 			l.arrays[lst.key] = lst
 		}
 		l.obj.put(lst.key, nullJSON)
-		content, tokenLogprobs := chat && lst.key == "content", !chat && lst.key == "token_logprobs"
-		f.ForEach(func(_, e val) bool {
-			lst.add(e.raw)
-			switch {
-			case content:
-				l.values = append(l.values, logprobOf(e.Get("logprob")))
-				n++
-			case tokenLogprobs:
-				l.values = append(l.values, logprobOf(e))
-				n++
-			}
-			return true
-		})
-		return true
-	})
-	return n
+		var c int
+		i, c = l.addElems(lst, b, i, chat && lst.key == "content", !chat && lst.key == "token_logprobs")
+		n += c
+	}
+}
+
+// addElems appends the elements of the array at b[i] to lst and, for the
+// lists of sampled-token entries (content: each entry's "logprob";
+// tokenLogprobs: the elements themselves), their logprobs to l.values. It
+// returns the position after the array and the number of logprobs taken.
+func (l *logprobs) addElems(lst *jsonList, b []byte, i int, content, tokenLogprobs bool) (int, int) {
+	n := 0
+	for i++; ; {
+		i = jsonscan.SkipSpace(b, i)
+		if i < len(b) && b[i] == ',' {
+			i = jsonscan.SkipSpace(b, i+1)
+		}
+		if i >= len(b) || b[i] == ']' {
+			return i + 1, n
+		}
+		var end int
+		switch {
+		case content:
+			var lp val
+			end, lp = entryLogprob(b, i)
+			l.values = append(l.values, logprobOf(lp))
+			n++
+		case tokenLogprobs:
+			end = jsonscan.SkipValue(b, i)
+			l.values = append(l.values, logprobOf(val{raw: b[i:end], Type: jsonscan.TypeOf(b[i])}))
+			n++
+		default:
+			end = jsonscan.SkipValue(b, i)
+		}
+		lst.add(b[i:end])
+		i = end
+	}
+}
+
+// entryLogprob returns the end of the value at b[i] and, when it is an
+// object, its first "logprob" member (val.Get's answer), found in the same
+// scan.
+func entryLogprob(b []byte, i int) (int, val) {
+	if b[i] != '{' {
+		return jsonscan.SkipValue(b, i), val{}
+	}
+	var lp val
+	found := false
+	for i++; ; {
+		i = jsonscan.SkipSpace(b, i)
+		if i < len(b) && b[i] == ',' {
+			i = jsonscan.SkipSpace(b, i+1)
+		}
+		if i >= len(b) || b[i] == '}' {
+			return i + 1, lp
+		}
+		ke := jsonscan.SkipString(b, i)
+		k := val{raw: b[i:ke], Type: gjson.String}
+		i = jsonscan.SkipSpace(b, jsonscan.SkipSpace(b, ke)+1)
+		ve := jsonscan.SkipValue(b, i)
+		if !found && k.is("logprob") {
+			lp, found = val{raw: b[i:ve], Type: jsonscan.TypeOf(b[i])}, true
+		}
+		i = ve
+	}
 }
 
 // logprobOf returns a sampled token's logprob as a float32, the precision
@@ -95,12 +185,23 @@ func logprobOf(v val) float32 {
 	return f
 }
 
-func (l *logprobs) render() []byte {
-	o := l.obj
-	for k, lst := range l.arrays {
-		o.set(k, lst.bytes())
+// size is about the length of l rendered.
+func (l *logprobs) size() int {
+	n := l.obj.size()
+	for _, lst := range l.arrays {
+		n += lst.size
 	}
-	return o.bytes()
+	return n
+}
+
+// appendTo appends l rendered as compact JSON to b.
+func (l *logprobs) appendTo(b []byte) []byte {
+	return l.obj.appendTo(b, func(b []byte, k string) ([]byte, bool) {
+		if lst := l.arrays[k]; lst != nil {
+			return lst.appendTo(b), true
+		}
+		return b, false
+	})
 }
 
 // choiceTokens is the token data of one choice.

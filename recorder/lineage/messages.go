@@ -155,19 +155,27 @@ func (x *extractor) chat(q request, out gjson.Result) {
 	if !choices.IsArray() {
 		return
 	}
-	// Choice 0 first: it is the one a thread tip keeps.
-	for pass := range 2 {
-		choices.ForEach(func(_, c gjson.Result) bool {
-			if (c.Get("index").Int() == 0) == (pass == 0) {
-				m := c.Get("message")
-				i := in.addOut()
-				in.outs[i] = append(in.outs[i], x.unit(m, chatMessage))
-				if i == 0 {
-					in.outSize = int64(len(m.Raw))
-				}
+	// Choice 0 first: it is the one a thread tip keeps. One walk collects
+	// the messages (a choice also holds its logprobs, the bulk of a vLLM
+	// response, which a walk per pass scanned again).
+	var zeroBuf, otherBuf [1]gjson.Result
+	zero, other := zeroBuf[:0], otherBuf[:0]
+	choices.ForEach(func(_, c gjson.Result) bool {
+		if c.Get("index").Int() == 0 {
+			zero = append(zero, c.Get("message"))
+		} else {
+			other = append(other, c.Get("message"))
+		}
+		return true
+	})
+	for _, ms := range [2][]gjson.Result{zero, other} {
+		for _, m := range ms {
+			i := in.addOut()
+			in.outs[i] = append(in.outs[i], x.unit(m, chatMessage))
+			if i == 0 {
+				in.outSize = int64(len(m.Raw))
 			}
-			return true
-		})
+		}
 	}
 }
 
