@@ -172,7 +172,9 @@ func runExport(cmd *cobra.Command, f *exportFlags) error {
 		defer noIDs.abort()
 		opts.NoTokens = noIDs
 	}
-	src, err := openReadStore(cmd, &f.store)
+	// reconstruct classifies each episode's lineage itself, so the
+	// store's recorded lineage is read as it is, not classified again.
+	src, err := openRawReadStore(cmd, &f.store)
 	if err != nil {
 		return err
 	}
