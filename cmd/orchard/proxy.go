@@ -94,6 +94,12 @@ func runProxy(ctx context.Context, cfg *proxyConfig, lg *slog.Logger, ready chan
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	ln = newLimitListener(ln, cfg.MaxConns)
+	// ctx bounds the upstream-kind probes; the record workers run until
+	// h.Close below, after the server has drained.
+	if err := h.Start(ctx); err != nil {
+		ln.Close()
+		return err
+	}
 	// The episode API and the samples of finished episodes are served
 	// beside the proxy, which imports neither.
 	samples := serve.New(serve.Options{Source: store, AdminToken: cfg.AdminToken, Next: api.Beside(h)})
@@ -125,7 +131,9 @@ func runProxy(ctx context.Context, cfg *proxyConfig, lg *slog.Logger, ready chan
 	if err == nil {
 		err = <-serveErr
 	}
-	h.Close()
+	if cerr := h.Close(); cerr != nil {
+		lg.Warn("proxy close", "err", cerr)
+	}
 	stopPipe()
 	if perr := g.Wait(); perr != nil && !errors.Is(perr, context.Canceled) {
 		return perr
