@@ -81,6 +81,11 @@ func runProxy(ctx context.Context, cfg *proxyConfig, lg *slog.Logger, ready chan
 		AdminToken: cfg.AdminToken, PublicURL: cfg.PublicURL, TokenTTL: cfg.TokenTTL, Logger: lg,
 	})
 	defer api.Close()
+	// The finish feed runs until api.Close, so that calls still in flight
+	// during the graceful shutdown are checked against it.
+	if err := api.Start(context.WithoutCancel(ctx)); err != nil {
+		return err
+	}
 	h := proxy.New(proxy.Options{
 		Upstream: def, Anthropic: anth, Routes: routes,
 		Sink:        pipe,
