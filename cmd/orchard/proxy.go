@@ -118,7 +118,7 @@ func runProxy(ctx context.Context, cfg *proxyConfig, lg *slog.Logger, ready chan
 	var g errgroup.Group
 	g.Go(func() error { return pipe.Start(pipeCtx) })
 	if cfg.Retention > 0 {
-		g.Go(func() error { gcLoop(pipeCtx, store, cfg.Retention, lg); return nil })
+		g.Go(func() error { return runGC(pipeCtx, store, cfg.Retention, lg) })
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
