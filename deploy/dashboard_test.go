@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/orchard-rl/orchard/internal/llmtest"
 	"github.com/orchard-rl/orchard/proxy"
@@ -78,6 +79,9 @@ func scrapeProxy(t *testing.T) string {
 	reg.MustRegister(pipe.Collectors()...)
 	base, _ := url.Parse(up.URL() + "/v1")
 	h := proxy.New(proxy.Options{Upstream: &proxy.Upstream{BaseURL: base}, Sink: pipe, Registry: reg, Logger: slog.New(slog.DiscardHandler)})
+	if err := h.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	srv := httptest.NewServer(h)
 	res, err := http.Post(srv.URL+"/e/ep-dash/v1/chat/completions", "application/json",
 		strings.NewReader(`{"model":"text","messages":[{"role":"user","content":"hi"}]}`))
@@ -89,6 +93,6 @@ func scrapeProxy(t *testing.T) string {
 	srv.Close()
 	h.Close() // hands the call's record over, so its metrics are counted
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	return "\n" + rec.Body.String()
 }

@@ -32,7 +32,9 @@ func TestBaseURLWarning(t *testing.T) {
 				Upstream: &proxy.Upstream{BaseURL: mustURL(t, tc.base)},
 				Logger:   slog.New(slog.NewTextHandler(&logs, nil)),
 			})
-			h.Close()
+			if err := h.Close(); err != nil {
+				t.Fatal(err)
+			}
 			got := logs.String()
 			if tc.warn == "" && got != "" {
 				t.Errorf("logged %q, want nothing", got)

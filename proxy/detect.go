@@ -21,7 +21,7 @@ import (
 // openai/protocol.py ModelCard both default it), and whose Anthropic form
 // lists items of "type":"model".
 //
-// The first probe starts in [New]. Until an upstream's kind is decided, a
+// The first probe starts in [Handler.Start]. Until an upstream's kind is decided, a
 // call waits for the probe in flight (or starts one: at most one at a time
 // per upstream), each bounded by [Options.ProbeTimeout] and by the call's
 // own context; after that the call goes on as [KindUnknown]. A decided kind
@@ -36,7 +36,7 @@ type detector struct {
 	timeout time.Duration
 	log     *slog.Logger
 	met     *metrics
-	ctx     context.Context // ends in close: probes in flight give up
+	ctx     context.Context // set by start; ends with Start's ctx or in close
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	states  map[*Upstream]*detection // fixed after newDetector
@@ -55,7 +55,9 @@ type detection struct {
 func newDetector(opts Options, lg *slog.Logger, met *metrics) *detector {
 	d := &detector{client: &http.Client{Transport: opts.Transport}, timeout: opts.ProbeTimeout,
 		log: lg, met: met, states: make(map[*Upstream]*detection)}
+	// Until start, a call gets no probe (the Handler serves none anyway).
 	d.ctx, d.cancel = context.WithCancel(context.Background())
+	d.cancel()
 	ups := []*Upstream{opts.Upstream, opts.Anthropic}
 	for _, up := range opts.Routes {
 		ups = append(ups, up)
@@ -66,14 +68,21 @@ func newDetector(opts Options, lg *slog.Logger, met *metrics) *detector {
 			continue
 		}
 		if d.states[up] == nil {
-			st := &detection{up: up}
-			d.states[up] = st
-			st.mu.Lock()
-			d.startLocked(st)
-			st.mu.Unlock()
+			d.states[up] = &detection{up: up}
 		}
 	}
 	return d
+}
+
+// start starts the first probe of every auto upstream; probes end when ctx
+// is done or in close. The Handler calls it once, before serving.
+func (d *detector) start(ctx context.Context) {
+	d.ctx, d.cancel = context.WithCancel(ctx)
+	for _, st := range d.states {
+		st.mu.Lock()
+		d.startLocked(st)
+		st.mu.Unlock()
+	}
 }
 
 // close stops the probes in flight and waits for them.

@@ -68,6 +68,9 @@ func newDetectEnv(t *testing.T, server string, models http.HandlerFunc, probeTim
 		Logger:       slog.New(slog.NewTextHandler(e.logs, nil)),
 		ProbeTimeout: probeTimeout,
 	})
+	if err := h.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	e.proxy = httptest.NewServer(h)
 	t.Cleanup(func() {
 		e.proxy.Close()

@@ -19,6 +19,10 @@
 // order (order.go), classified by the lineage tracker and handed to the
 // Sink. The client never waits on a record, and no record is dropped.
 //
+// [New] starts nothing: [Handler.Start] starts the record workers and the
+// upstream-kind probes, and a Handler not started answers 503. Close waits
+// until every finished exchange's record has reached the Sink.
+//
 // The proxy serves no episode API and issues no tokens: cmd/orchard mounts
 // package proxy/episodes beside it and passes it in as the Verifier.
 package proxy

@@ -157,6 +157,9 @@ func TestLargeBody(t *testing.T) {
 	defer up.Close()
 	s := newSink()
 	h := proxy.New(proxy.Options{Upstream: &proxy.Upstream{BaseURL: mustURL(t, up.URL+"/v1")}, Sink: s, MaxBodyBytes: 64 << 20})
+	if err := h.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	px := httptest.NewServer(h)
 	defer func() { px.Close(); h.Close() }()
 

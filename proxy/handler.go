@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"context"
+	"errors"
 	"log"
 	"log/slog"
 	"net/http"
@@ -102,9 +104,10 @@ func (u *Upstream) String() string {
 	return c.String()
 }
 
-// Handler is the recording proxy. It is an http.Handler; call Close after
-// the HTTP server has shut down so that records still being assembled reach
-// the sink. A Handler is safe for concurrent use.
+// Handler is the recording proxy. It is an http.Handler that serves only
+// after [Handler.Start]; call [Handler.Close] after the HTTP server has shut
+// down so that records still being assembled reach the sink. A Handler is
+// safe for concurrent use.
 type Handler struct {
 	opts  Options
 	log   *slog.Logger
@@ -119,9 +122,15 @@ type Handler struct {
 	kinds *detector
 
 	warned404 atomic.Bool // an upstream 404 for a model call was logged
+
+	mu      sync.Mutex // guards following
+	started bool
+	closed  bool
+	running atomic.Bool // Start ran and Close has not: ServeHTTP serves
 }
 
-// New returns a Handler with its record workers running. It panics if
+// New returns a Handler that starts nothing: [Handler.Start] starts its
+// record workers and upstream-kind probes. It panics if
 // opts.Upstream is nil, or RequireToken is set without a Verifier: both
 // programming errors.
 func New(opts Options) *Handler {
@@ -157,11 +166,33 @@ func New(opts Options) *Handler {
 	h.lin = lineage.NewTracker(lineage.Options{MaxBytes: opts.LineageBytes})
 	h.order = newArrivals()
 	h.mux = h.routes()
-	for range opts.Workers {
+	return h
+}
+
+// Start starts the record workers and the first probe of every [KindAuto]
+// upstream, and returns once they run; until then ServeHTTP answers 503.
+// ctx bounds the probes: when it is done, probes in flight give up and no
+// new one starts (calls go on as [KindUnknown] until a kind is decided).
+// The record workers run until [Handler.Close], so that exchanges still
+// streaming after ctx is done (a graceful shutdown) are recorded. Start may
+// be called once, before Close.
+func (h *Handler) Start(ctx context.Context) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case h.closed:
+		return errors.New("proxy: Start after Close")
+	case h.started:
+		return errors.New("proxy: Start called twice")
+	}
+	h.started = true
+	h.kinds.start(ctx)
+	for range h.opts.Workers {
 		h.wg.Add(1)
 		go h.assembleLoop()
 	}
-	return h
+	h.running.Store(true)
+	return nil
 }
 
 // defaults fills the zero fields of o.
@@ -198,14 +229,28 @@ func (o *Options) defaults() {
 	}
 }
 
-// ServeHTTP routes and serves one request.
+// ServeHTTP routes and serves one request. Before [Handler.Start], or after
+// [Handler.Close], it answers 503 with a JSON error.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !h.running.Load() {
+		writeError(w, "", &Error{Status: http.StatusServiceUnavailable, Type: "unavailable",
+			Message: "orchard proxy is not running: its Handler was not started, or is closed"})
+		return
+	}
 	h.mux.ServeHTTP(w, r)
 }
 
-// Close waits for the records of finished exchanges to be handed to the
-// sink. Call it once, after the server stopped sending requests.
+// Close stops the upstream-kind probes and waits for the records of
+// finished exchanges to be handed to the sink. Call it once, after the
+// server stopped sending requests; a Handler never started closes at once.
 func (h *Handler) Close() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return errors.New("proxy: Close called twice")
+	}
+	h.closed = true
+	h.running.Store(false)
 	close(h.done)
 	h.wg.Wait()
 	h.kinds.close()

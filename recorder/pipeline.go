@@ -58,7 +58,7 @@ type PipelineOptions struct {
 	Logger *slog.Logger
 }
 
-func (o *PipelineOptions) setDefaults() {
+func (o *PipelineOptions) defaults() {
 	def := func(v *time.Duration, d time.Duration) {
 		if *v <= 0 {
 			*v = d
@@ -114,7 +114,7 @@ func NewPipeline(store Writer, opts PipelineOptions) *Pipeline {
 	if store == nil || opts.SpillDir == "" {
 		panic("recorder: NewPipeline needs a store and a SpillDir")
 	}
-	opts.setDefaults()
+	opts.defaults()
 	p := &Pipeline{
 		store: store, opts: opts, log: opts.Logger,
 		queue: make(chan *Call, opts.QueueSize), kick: make(chan struct{}, 1),

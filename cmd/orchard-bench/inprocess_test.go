@@ -159,6 +159,9 @@ func orchardHandler(b *testing.B, u *url.URL, kind string, store bool) (http.Han
 	}
 	h := proxy.New(opts)
 	ctx, cancel := context.WithCancel(context.Background())
+	if err := h.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
 	var wg sync.WaitGroup
 	if pipe != nil {
 		wg.Add(1)

@@ -89,13 +89,13 @@ OPENAI_API_KEY, ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY, ORCHARD_EPISODE_ID) in ev
 }
 
 // newManager builds the backend and the manager of cfg.
-func newManager(ctx context.Context, cfg *envdConfig, lg *slog.Logger) (*envd.Manager, func(), error) {
+func newManager(ctx context.Context, cfg *envdConfig, lg *slog.Logger) (*envd.Manager, func() error, error) {
 	opts := envd.Options{BackendName: cfg.Backend, DefaultTTL: cfg.DefaultTTL, MaxTTL: cfg.MaxTTL,
 		IdleTimeout: cfg.IdleTimeout, MaxSandboxes: cfg.MaxSandboxes, Network: cfg.Local.Network, Logger: lg}
 	if cfg.Proxy != "" {
 		opts.Episodes = envd.NewEpisodeClient(cfg.Proxy, cfg.AdminToken, nil)
 	}
-	cleanup := func() {}
+	cleanup := func() error { return nil }
 	switch cfg.Backend {
 	case "local":
 		cfg.Local.Logger = lg
@@ -118,7 +118,7 @@ func newManager(ctx context.Context, cfg *envdConfig, lg *slog.Logger) (*envd.Ma
 
 // runEnvd serves until ctx is done, then deletes every sandbox it owns.
 // ready, if not nil, receives the listening address.
-func runEnvd(ctx context.Context, cfg *envdConfig, lg *slog.Logger, ready chan<- string) error {
+func runEnvd(ctx context.Context, cfg *envdConfig, lg *slog.Logger, ready chan<- string) (err error) {
 	if err := ensureToken(cfg, lg); err != nil {
 		return err
 	}
@@ -126,7 +126,11 @@ func runEnvd(ctx context.Context, cfg *envdConfig, lg *slog.Logger, ready chan<-
 	if err != nil {
 		return err
 	}
-	defer cleanup()
+	defer func() {
+		if cerr := cleanup(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("close backend: %w", cerr))
+		}
+	}()
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
@@ -175,7 +179,7 @@ func (k *kubeFlags) register(fs *pflag.FlagSet) {
 }
 
 // backend connects to the API server and starts the Kubernetes backend.
-func (k *kubeFlags) backend(ctx context.Context, lg *slog.Logger) (envd.Backend, func(), error) {
+func (k *kubeFlags) backend(ctx context.Context, lg *slog.Logger) (envd.Backend, func() error, error) {
 	var rc *rest.Config
 	var err error
 	if k.kubeconfig != "" {
@@ -195,8 +199,11 @@ func (k *kubeFlags) backend(ctx context.Context, lg *slog.Logger) (envd.Backend,
 	if k.warmImage != "" {
 		opts.Warm = []envd.Spec{{Image: k.warmImage}}
 	}
-	b, err := kube.New(ctx, opts)
+	b, err := kube.New(opts)
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := b.Start(ctx); err != nil {
 		return nil, nil, err
 	}
 	return b, b.Close, nil

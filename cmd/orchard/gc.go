@@ -91,8 +91,10 @@ func collectGarbage(ctx context.Context, st gcStore, cutoff time.Time, dryRun bo
 	return n, nil
 }
 
-// gcLoop runs collectGarbage every hour (and once at start) until ctx ends.
-func gcLoop(ctx context.Context, st gcStore, retention time.Duration, lg *slog.Logger) {
+// runGC runs collectGarbage every hour (and once at start) until ctx is
+// done, then returns nil: a failed collection is logged and retried an
+// hour later, never fatal to the proxy.
+func runGC(ctx context.Context, st gcStore, retention time.Duration, lg *slog.Logger) error {
 	t := time.NewTicker(time.Hour)
 	defer t.Stop()
 	for {
@@ -104,7 +106,7 @@ func gcLoop(ctx context.Context, st gcStore, retention time.Duration, lg *slog.L
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-t.C:
 		}
 	}

@@ -81,6 +81,11 @@ func runProxy(ctx context.Context, cfg *proxyConfig, lg *slog.Logger, ready chan
 		AdminToken: cfg.AdminToken, PublicURL: cfg.PublicURL, TokenTTL: cfg.TokenTTL, Logger: lg,
 	})
 	defer api.Close()
+	// The finish feed runs until api.Close, so that calls still in flight
+	// during the graceful shutdown are checked against it.
+	if err := api.Start(context.WithoutCancel(ctx)); err != nil {
+		return err
+	}
 	h := proxy.New(proxy.Options{
 		Upstream: def, Anthropic: anth, Routes: routes,
 		Sink:        pipe,
@@ -94,6 +99,12 @@ func runProxy(ctx context.Context, cfg *proxyConfig, lg *slog.Logger, ready chan
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	ln = newLimitListener(ln, cfg.MaxConns)
+	// ctx bounds the upstream-kind probes; the record workers run until
+	// h.Close below, after the server has drained.
+	if err := h.Start(ctx); err != nil {
+		ln.Close()
+		return err
+	}
 	// The episode API and the samples of finished episodes are served
 	// beside the proxy, which imports neither.
 	samples := serve.New(serve.Options{Source: store, AdminToken: cfg.AdminToken, Next: api.Beside(h)})
@@ -107,7 +118,7 @@ func runProxy(ctx context.Context, cfg *proxyConfig, lg *slog.Logger, ready chan
 	var g errgroup.Group
 	g.Go(func() error { return pipe.Start(pipeCtx) })
 	if cfg.Retention > 0 {
-		g.Go(func() error { gcLoop(pipeCtx, store, cfg.Retention, lg); return nil })
+		g.Go(func() error { return runGC(pipeCtx, store, cfg.Retention, lg) })
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
@@ -125,7 +136,9 @@ func runProxy(ctx context.Context, cfg *proxyConfig, lg *slog.Logger, ready chan
 	if err == nil {
 		err = <-serveErr
 	}
-	h.Close()
+	if cerr := h.Close(); cerr != nil {
+		lg.Warn("proxy close", "err", cerr)
+	}
 	stopPipe()
 	if perr := g.Wait(); perr != nil && !errors.Is(perr, context.Canceled) {
 		return perr

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -83,15 +84,17 @@ type Options struct {
 }
 
 // Backend runs each sandbox as a pod and talks to the agent in it on the
-// pod IP. It implements envd.Backend and is safe for concurrent use; Close
-// stops its watch and warm-pool loop.
+// pod IP. It implements envd.Backend and is safe for concurrent use, once
+// [Backend.Start] has returned; Close stops its watch and warm-pool loop.
 type Backend struct {
 	opts     Options
 	core     corev1client.CoreV1Interface // from RESTConfig; nil without it
 	pods     cache.SharedIndexInformer
-	cancel   context.CancelFunc
+	cancel   context.CancelFunc // set by Start
 	wg       sync.WaitGroup
 	refillCh chan struct{}
+	life     sync.Mutex   // serialises Start and Close
+	state    atomic.Int32 // notStarted, started or closed
 
 	mu        sync.Mutex               // guards following
 	waiters   map[string]chan struct{} // pod name -> closed on any change
@@ -102,9 +105,19 @@ type Backend struct {
 	templates map[string]envd.Spec     // template -> spec, kept warm
 }
 
-// New starts watching the sandbox pods and, when WarmSize > 0, filling
-// the warm pool. It returns once the watch has synced.
-func New(ctx context.Context, opts Options) (*Backend, error) {
+// The states of a Backend.
+const (
+	notStarted = iota
+	started
+	closed
+)
+
+// errNotStarted is what a Backend not started answers: a programming error.
+var errNotStarted = errors.New("kube backend: not started (call Start first), or closed")
+
+// New returns a Backend that starts nothing: [Backend.Start] starts the
+// watch and the warm pool.
+func New(opts Options) (*Backend, error) {
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
@@ -115,8 +128,7 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 			return nil, fmt.Errorf("kube backend: client for pods/exec: %w", err)
 		}
 	}
-	lctx, cancel := context.WithCancel(context.Background())
-	b := &Backend{opts: opts, core: core, cancel: cancel, refillCh: make(chan struct{}, 1),
+	b := &Backend{opts: opts, core: core, refillCh: make(chan struct{}, 1),
 		waiters: map[string]chan struct{}{}, sandboxes: map[string]string{}, tokens: map[string]string{},
 		warm: map[string][]string{}, pending: map[string]int{}, templates: map[string]envd.Spec{}}
 	f := informers.NewSharedInformerFactoryWithOptions(opts.Client, 0, informers.WithNamespace(opts.Namespace),
@@ -129,12 +141,6 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 		UpdateFunc: func(_, obj any) { b.changed(obj) },
 		DeleteFunc: func(obj any) { b.changed(obj) },
 	})
-	b.wg.Add(1)
-	go b.runInformer(lctx)
-	if !cache.WaitForCacheSync(ctx.Done(), b.pods.HasSynced) {
-		b.Close()
-		return nil, fmt.Errorf("watch pods in %s: %w", opts.Namespace, ctx.Err())
-	}
 	for _, s := range opts.Warm {
 		s := s
 		if s.Workdir == "" {
@@ -142,10 +148,36 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 		}
 		b.templates[templateKey(&s, opts.RuntimeClass)] = s
 	}
+	return b, nil
+}
+
+// Start starts watching the sandbox pods and, when WarmSize > 0, filling
+// the warm pool, and returns once the watch has synced (an error if ctx
+// ends first). Both run until ctx is done or [Backend.Close]. Until Start,
+// Create and Sweep fail. Start may be called once, before Close.
+func (b *Backend) Start(ctx context.Context) error {
+	b.life.Lock()
+	defer b.life.Unlock()
+	switch b.state.Load() {
+	case started:
+		return errors.New("kube backend: Start called twice")
+	case closed:
+		return errors.New("kube backend: Start after Close")
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	b.cancel = cancel
+	b.wg.Add(1)
+	go b.runInformer(lctx)
+	if !cache.WaitForCacheSync(ctx.Done(), b.pods.HasSynced) {
+		cancel()
+		b.wg.Wait()
+		return fmt.Errorf("watch pods in %s: %w", b.opts.Namespace, ctx.Err())
+	}
 	b.wg.Add(1)
 	go b.refillLoop(lctx)
+	b.state.Store(started)
 	b.kick()
-	return b, nil
+	return nil
 }
 
 func (b *Backend) runInformer(ctx context.Context) {
@@ -203,9 +235,15 @@ func (o *Options) defaults() error {
 }
 
 // Close stops the watch and the warm-pool loop and deletes the warm pods
-// (within 10 s). Claimed pods are left alone: envd deletes its sandboxes
-// before it closes the backend, and a later sweep catches the rest.
-func (b *Backend) Close() {
+// (within 10 s); it returns the failed deletes, joined. Claimed pods are
+// left alone: envd deletes its sandboxes before it closes the backend, and
+// a later sweep catches the rest. A Backend never started closes at once.
+func (b *Backend) Close() error {
+	b.life.Lock()
+	defer b.life.Unlock()
+	if b.state.Swap(closed) != started {
+		return nil
+	}
 	b.cancel()
 	b.wg.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -217,11 +255,13 @@ func (b *Backend) Close() {
 	}
 	b.warm = map[string][]string{}
 	b.mu.Unlock()
+	var errs []error
 	for _, n := range names {
 		if err := b.deletePod(ctx, n); err != nil {
-			b.opts.Logger.Warn("delete warm pod", "pod", n, "err", err)
+			errs = append(errs, fmt.Errorf("warm pod: %w", err))
 		}
 	}
+	return errors.Join(errs...)
 }
 
 // changed wakes whoever waits on the pod obj.

@@ -10,4 +10,8 @@
 // patch. Pods carry labels (owner, state, sandbox, template) that the sweep
 // selects on after an envd restart. [Rules] lists the RBAC the backend
 // needs; deploy/base grants exactly that.
+//
+// [New] starts nothing: [Backend.Start] starts the watch and the warm pool
+// and returns once the watch has synced; [Backend.Close] stops them and
+// returns the warm pods it failed to delete.
 package kube

@@ -213,12 +213,19 @@ func TestKubeExecFallback(t *testing.T) {
 	ctx := context.Background()
 	port, _ := strconv.Atoi(freePort())
 	k := startKubelet(t, cs, ns, port)
-	b, err := New(ctx, Options{Client: cs, Namespace: ns, AgentImage: "ghcr.io/orchard-rl/orchard:test", AgentPort: port,
+	b, err := New(Options{Client: cs, Namespace: ns, AgentImage: "ghcr.io/orchard-rl/orchard:test", AgentPort: port,
 		ReadyTimeout: time.Minute, RESTConfig: restConfig(t, ""), AgentWait: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(b.Close)
+	if err := b.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	m := envd.NewManager(envd.Options{Backend: b, BackendName: "kubernetes", Episodes: testEpisodes{}})
 	ts := httptest.NewServer(envd.NewServer(envd.ServerOptions{Manager: m}))
 	defer ts.Close()

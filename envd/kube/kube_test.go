@@ -40,11 +40,18 @@ func newTestBackend(t *testing.T, cs kubernetes.Interface, ns string, mod func(*
 	if mod != nil {
 		mod(&opts)
 	}
-	b, err := New(context.Background(), opts)
+	b, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(b.Close)
+	if err := b.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	return b
 }
 

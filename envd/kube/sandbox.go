@@ -14,6 +14,9 @@ import (
 // Create claims a warm pod that fits spec (O(1): one label patch) or
 // creates a pod and waits for the watch to see it ready.
 func (b *Backend) Create(ctx context.Context, id string, spec *envd.Spec) (*envd.Instance, error) {
+	if b.state.Load() != started {
+		return nil, errNotStarted
+	}
 	if spec.Image == "" {
 		return nil, envd.Errorf(envd.ErrBadRequest, "image is required on the Kubernetes backend (the sandbox container image)")
 	}
@@ -104,6 +107,9 @@ func (b *Backend) Delete(ctx context.Context, id string) error {
 // accounts for: claimed pods whose sandbox keep rejects, and warm pods an
 // earlier envd created.
 func (b *Backend) Sweep(ctx context.Context, keep func(string) bool) (int, error) {
+	if b.state.Load() != started {
+		return 0, errNotStarted
+	}
 	sel := LabelManagedBy + "=" + managedBy + "," + LabelOwner + "=" + b.opts.Owner
 	list, err := b.opts.Client.CoreV1().Pods(b.opts.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {

@@ -19,4 +19,8 @@
 // or heard on the [FinishFeed] are cached; otherwise the store is asked,
 // and when it cannot answer in time the check fails closed, except for an
 // episode this replica saw running a moment ago.
+//
+// [New] starts nothing: [Handler.Start] subscribes to the [FinishFeed], and
+// until then (and after [Handler.Close]) the Handler answers 503 and Verify
+// refuses every credential.
 package episodes

@@ -23,12 +23,13 @@ type FinishFeed interface {
 // before, so a failed publish only leaves the other replicas to the store.
 const publishDeadline = time.Second
 
-// startFeed subscribes to Options.Finishes, when set, until stopFeed.
-func (h *Handler) startFeed() {
+// startFeed subscribes to Options.Finishes, when set, until ctx is done or
+// stopFeed.
+func (h *Handler) startFeed(ctx context.Context) {
 	if h.opts.Finishes == nil {
 		return
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(ctx)
 	h.stopSub = cancel
 	h.subDone = make(chan struct{})
 	go h.subscribe(ctx)

@@ -3,10 +3,12 @@ package episodes
 import (
 	"context"
 	"crypto/subtle"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -49,8 +51,8 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Handler serves the episode API and verifies episode tokens. Call Close
-// once it no longer serves. A Handler is safe for concurrent use.
+// Handler serves the episode API and verifies episode tokens, between
+// [Handler.Start] and [Handler.Close]. A Handler is safe for concurrent use.
 type Handler struct {
 	opts     Options
 	log      *slog.Logger
@@ -58,15 +60,28 @@ type Handler struct {
 	finished *finishedCache
 	createMu sync.Mutex // serialises create's check and put on a store that is no recorder.Creator
 
-	stopSub context.CancelFunc // nil without Options.Finishes
+	stopSub context.CancelFunc // nil until Start, and without Options.Finishes
 	subDone chan struct{}
+	life    sync.Mutex   // serialises Start and Close
+	state   atomic.Int32 // notStarted, started or closed
 
 	mu      sync.Mutex           // guards following
 	running map[string]time.Time // episodes seen running, and when
 }
 
-// New returns a Handler, subscribed to opts.Finishes when set. It panics
-// if opts.Store or opts.Signer is nil, a programming error.
+// The states of a Handler.
+const (
+	notStarted = iota
+	started
+	closed
+)
+
+// errNotRunning is Verify's answer outside Start and Close: it fails closed.
+var errNotRunning = errors.New("episode API is not running: its Handler was not started, or is closed")
+
+// New returns a Handler that starts nothing: [Handler.Start] subscribes it
+// to opts.Finishes. It panics if opts.Store or opts.Signer is nil, a
+// programming error.
 func New(opts Options) *Handler {
 	if opts.Store == nil || opts.Signer == nil {
 		panic("episodes: Options.Store and Options.Signer are required")
@@ -74,8 +89,25 @@ func New(opts Options) *Handler {
 	opts.defaults()
 	h := &Handler{opts: opts, log: opts.Logger, finished: newFinishedCache(1 << 16), running: make(map[string]time.Time)}
 	h.mux = h.routes()
-	h.startFeed()
 	return h
+}
+
+// Start subscribes to Options.Finishes, when set, and returns once the
+// subscription runs; it ends when ctx is done or in [Handler.Close]. Until
+// Start, ServeHTTP answers 503 and Verify refuses every credential. Start
+// may be called once, before Close.
+func (h *Handler) Start(ctx context.Context) error {
+	h.life.Lock()
+	defer h.life.Unlock()
+	switch h.state.Load() {
+	case started:
+		return errors.New("episodes: Start called twice")
+	case closed:
+		return errors.New("episodes: Start after Close")
+	}
+	h.startFeed(ctx)
+	h.state.Store(started)
+	return nil
 }
 
 // defaults fills the zero fields of o.
@@ -88,8 +120,13 @@ func (o *Options) defaults() {
 	}
 }
 
-// ServeHTTP serves one request for a path under [Prefix].
+// ServeHTTP serves one request for a path under [Prefix]. Before
+// [Handler.Start], or after [Handler.Close], it answers 503.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.state.Load() != started {
+		writeError(w, &apiError{http.StatusServiceUnavailable, "unavailable", errNotRunning.Error()})
+		return
+	}
 	h.mux.ServeHTTP(w, r)
 }
 
@@ -105,8 +142,14 @@ func (h *Handler) Beside(next http.Handler) http.Handler {
 	})
 }
 
-// Close ends the subscription to Options.Finishes and waits for it.
+// Close ends the subscription to Options.Finishes and waits for it. Call
+// it once, after the server stopped sending requests.
 func (h *Handler) Close() error {
+	h.life.Lock()
+	defer h.life.Unlock()
+	if h.state.Swap(closed) == closed {
+		return errors.New("episodes: Close called twice")
+	}
 	h.stopFeed()
 	return nil
 }

@@ -41,6 +41,9 @@ func mounted(t *testing.T, opts episodes.Options, mod func(*proxy.Options)) *env
 	}
 	opts.AdminToken = adminToken
 	api := episodes.New(opts)
+	if err := api.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { api.Close() })
 	return proxytest.NewWrapped(t, llmtest.Options{}, func(o *proxy.Options) {
 		o.Upstream.Key = upstreamKey

@@ -19,8 +19,12 @@ var ErrTokenRevoked = errors.New("episode token is revoked: its episode has fini
 // credential is no episode token (a harness's own key); and an error whose
 // text says why otherwise: forged ([ErrTokenInvalid]), expired
 // ([ErrTokenExpired]) or revoked ([ErrTokenRevoked]). It implements the
-// proxy's verifier and may ask the store, for at most 250 ms.
+// proxy's verifier and may ask the store, for at most 250 ms. Outside
+// [Handler.Start] and [Handler.Close] it refuses every credential.
 func (h *Handler) Verify(ctx context.Context, credential string) (string, error) {
+	if h.state.Load() != started {
+		return "", errNotRunning
+	}
 	ep, err := h.opts.Signer.Verify(credential)
 	switch {
 	case errors.Is(err, ErrNotToken):

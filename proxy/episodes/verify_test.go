@@ -38,6 +38,9 @@ func TestVerify(t *testing.T) {
 	signer := newSigner(t)
 	st := &fakeStore{status: map[string]string{"run": recorder.StatusRunning, "done": recorder.StatusSuccess}}
 	h := episodes.New(episodes.Options{Store: st, Signer: signer})
+	if err := h.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	defer h.Close()
 	good := signer.Issue("run", time.Hour)
 	// Change a character inside the signature: the last one also holds
@@ -74,6 +77,9 @@ func TestVerifyStoreDown(t *testing.T) {
 	signer := newSigner(t)
 	st := &fakeStore{status: map[string]string{"seen": recorder.StatusRunning, "other": recorder.StatusRunning}}
 	h := episodes.New(episodes.Options{Store: st, Signer: signer})
+	if err := h.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	defer h.Close()
 	seen, other := signer.Issue("seen", time.Hour), signer.Issue("other", time.Hour)
 	if ep, err := h.Verify(context.Background(), seen); ep != "seen" || err != nil {

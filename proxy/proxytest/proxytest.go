@@ -112,6 +112,9 @@ func NewWrapped(t testing.TB, up llmtest.Options, mod func(*proxy.Options), wrap
 		mod(&opts)
 	}
 	e.Handler = proxy.New(opts)
+	if err := e.Handler.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	var h http.Handler = e.Handler
 	if wrap != nil {
 		h = wrap(h)
