@@ -58,22 +58,27 @@ func appendIDsJSON(dst []byte, ids []int32) []byte {
 // rather than formatting every id: formatting and comparing was a third of
 // encoding a vLLM call.
 func isIDsJSON(raw string, ids []int32) bool {
-	if len(raw) < 2 || raw[0] != '[' || raw[len(raw)-1] != ']' {
-		return false
+	return idsEnd(raw, 0, ids) == len(raw)
+}
+
+// idsEnd returns the end of appendIDsJSON(nil, ids) if s holds it at i,
+// else -1.
+func idsEnd[S ~string | ~[]byte](s S, i int, ids []int32) int {
+	if i >= len(s) || s[i] != '[' {
+		return -1
 	}
-	s := raw[1 : len(raw)-1]
-	i := 0
+	i++
 	for k, id := range ids {
 		if k > 0 {
 			if i >= len(s) || s[i] != ',' {
-				return false
+				return -1
 			}
 			i++
 		}
 		want := uint64(id)
 		if id < 0 {
 			if i >= len(s) || s[i] != '-' {
-				return false
+				return -1
 			}
 			i++
 			want = uint64(-int64(id))
@@ -89,9 +94,12 @@ func isIDsJSON(raw string, ids []int32) bool {
 		}
 		// The canonical spelling: 1 to 10 digits (int32), no leading zero.
 		if n := j - i; n == 0 || n > 10 || got != want || (n > 1 && s[i] == '0') {
-			return false
+			return -1
 		}
 		i = j
 	}
-	return i == len(s)
+	if i >= len(s) || s[i] != ']' {
+		return -1
+	}
+	return i + 1
 }
