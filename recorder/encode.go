@@ -174,7 +174,7 @@ func prepareCall(c *Call, dedup bool) (*prepared, error) {
 		}
 	}
 	if dedup && pr.mm == nil {
-		if pr.mm, err = parseMeta(pr.meta); err != nil {
+		if pr.mm, err = parseOwnMeta(pr.meta); err != nil {
 			return nil, err
 		}
 	}
