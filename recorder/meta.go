@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 
@@ -38,9 +39,11 @@ func parseMeta(meta []byte) (metaMap, error) {
 // JSON whose keys are struct tags: one jsonscan pass over it, without
 // validating it first or gjson scanning each value (the token ids and
 // logprobs) to find its end, which made parsing cost twice marshalling.
-// It falls back to parseMeta on anything else.
+// It falls back to parseMeta on anything else. The map's strings alias
+// meta, which nothing writes to once marshalled (a copy doubled the
+// metadata held by each queued call and each remembered base).
 func parseOwnMeta(meta []byte) (metaMap, error) {
-	ms := string(meta) // the map's strings share this one copy
+	ms := unsafe.String(unsafe.SliceData(meta), len(meta))
 	i := jsonscan.SkipSpace(meta, 0)
 	if i >= len(meta) || meta[i] != '{' {
 		return parseMeta(meta)
