@@ -73,8 +73,11 @@ func (s *Store) writeCallsLocked(calls []*recorder.Call) (int64, error) {
 		return s.appended, nil
 	}
 	packAll(packs)
-	var buf []byte
-	var frames []framed
+	size := 0
+	for _, j := range packs {
+		size += frameHeader + len(j.payload)
+	}
+	buf, frames := make([]byte, 0, size), make([]framed, 0, len(packs)) // grown by appends, they were copied again and again
 	for _, j := range packs {
 		buf, frames = addFrame(buf, frames, j.payload)
 	}
