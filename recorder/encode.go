@@ -3,6 +3,7 @@ package recorder
 import (
 	"encoding/json"
 	"fmt"
+	"unsafe"
 )
 
 // encoderWindow is how many recent calls an encoder considers as the base
@@ -43,25 +44,21 @@ func NewEpisodeEncoder(dedup bool) *EpisodeEncoder {
 // episode did not have yet. The returned slices share no memory with the
 // encoder but block data aliases c.Request and c.Response.
 func (e *EpisodeEncoder) Encode(c *Call) (docBytes []byte, newBlocks []Block, err error) {
-	meta, err := marshalMeta(c)
-	if err != nil {
-		return nil, nil, err
+	pr := c.prep
+	if !pr.valid(c, e.dedup) {
+		if pr, err = prepareCall(c, e.dedup); err != nil {
+			return nil, nil, err
+		}
 	}
+	meta, mm := pr.meta, pr.mm
 	d := doc{callID: c.CallID, meta: meta, usage: c.Usage, hasUsage: c.Usage != nil}
 	var prompt []int32
 	if c.Tokens != nil && c.Tokens.PromptIDs != nil {
 		d.hasToks, prompt = true, c.Tokens.PromptIDs
 	}
-	d.req = e.cutBody(c.Request, requestKeys, nil)
-	d.resp = e.cutBody(c.Response, responseKeys, prompt)
+	d.req, d.resp = pr.req, pr.resp
 	base := e.chooseBase(&d, prompt)
 	d.tokTail = prompt
-	var mm metaMap
-	if e.dedup {
-		if mm, err = parseMeta(meta); err != nil {
-			return nil, nil, err
-		}
-	}
 	if base != nil {
 		set, del := mm.diff(base.meta)
 		d.metaDelta, d.metaDel = true, del
@@ -121,13 +118,97 @@ func (e *EpisodeEncoder) markKnown(hs []BlockHash) {
 	}
 }
 
+// prepared is the part of encoding a call that needs no episode state: its
+// metadata and its bodies cut into fields and hashed blocks. The pipeline
+// prepares each call on the goroutine that records it (see prepare), so
+// that the single store writer, which had fallen behind at 64 clients with
+// the CPU saturated, only does what depends on the episode: choosing a
+// base, the deltas, and compression. It is read-only once made: Encode
+// copies the docBodies it changes, and may run more than once for a call
+// (a failed write, a replay).
+type prepared struct {
+	dedup     bool
+	episode   string // the EpisodeID meta was marshalled with
+	request   []byte // the bodies the cuts were made from
+	response  []byte
+	prompt    []int32
+	meta      []byte
+	mm        metaMap // nil without dedup
+	req, resp docBody
+}
+
+// prepare stores in c what Encode needs that no episode state affects, for
+// a dedup encoder (what the stores use; the spill file's encoding does not
+// dedup and ignores it). Errors are left for Encode to report.
+func prepare(c *Call) {
+	if pr, err := prepareCall(c, true); err == nil {
+		c.prep = pr
+	}
+}
+
+// prepareCall prepares c for an encoder with this dedup setting, reusing
+// c.prep's metadata when it was marshalled for the same episode (the spill
+// file encodes a prepared call without dedup).
+func prepareCall(c *Call, dedup bool) (*prepared, error) {
+	pr := &prepared{dedup: dedup, episode: c.EpisodeID, request: c.Request, response: c.Response}
+	if c.Tokens != nil && c.Tokens.PromptIDs != nil {
+		pr.prompt = c.Tokens.PromptIDs
+	}
+	old := c.prep
+	if old != nil && old.episode == c.EpisodeID {
+		pr.meta = old.meta
+		if dedup {
+			pr.mm = old.mm
+		}
+	}
+	if old != nil && old.cutsFor(c, dedup) {
+		pr.req, pr.resp = old.req, old.resp
+	} else {
+		pr.req = cutBody(c.Request, requestKeys, nil, dedup)
+		pr.resp = cutBody(c.Response, responseKeys, pr.prompt, dedup)
+	}
+	var err error
+	if pr.meta == nil {
+		if pr.meta, err = marshalMeta(c); err != nil {
+			return nil, err
+		}
+	}
+	if dedup && pr.mm == nil {
+		if pr.mm, err = parseOwnMeta(pr.meta); err != nil {
+			return nil, err
+		}
+	}
+	return pr, nil
+}
+
+// valid reports whether pr was made for c as it is now, for an encoder with
+// this dedup setting. A store that fills in a missing EpisodeID encodes a
+// copy of the call, which the episode check catches.
+func (pr *prepared) valid(c *Call, dedup bool) bool {
+	return pr != nil && pr.episode == c.EpisodeID && pr.cutsFor(c, dedup)
+}
+
+// cutsFor reports whether pr's cuts are those of c's bodies for an encoder
+// with this dedup setting.
+func (pr *prepared) cutsFor(c *Call, dedup bool) bool {
+	var prompt []int32
+	if c.Tokens != nil {
+		prompt = c.Tokens.PromptIDs
+	}
+	return pr.dedup == dedup && sameSlice(pr.request, c.Request) && sameSlice(pr.response, c.Response) && sameSlice(pr.prompt, prompt)
+}
+
+func sameSlice[T any](a, b []T) bool {
+	return len(a) == len(b) && unsafe.SliceData(a) == unsafe.SliceData(b)
+}
+
 // cutBody splits body on the dedup keys (none without dedup) and on a
 // prompt_token_ids field equal to prompt.
-func (e *EpisodeEncoder) cutBody(body []byte, keys map[string]bool, prompt []int32) docBody {
+func cutBody(body []byte, keys map[string]bool, prompt []int32, dedup bool) docBody {
 	if body == nil {
 		return docBody{kind: bodyAbsent}
 	}
-	if !e.dedup {
+	if !dedup {
 		keys = nil
 	}
 	if keys == nil && len(prompt) == 0 {

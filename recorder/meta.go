@@ -1,9 +1,11 @@
 package recorder
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 
@@ -30,6 +32,64 @@ func parseMeta(meta []byte) (metaMap, error) {
 		m[k.Str] = v.Raw
 		return true
 	})
+	return m, nil
+}
+
+// parseOwnMeta is parseMeta for metadata marshalMeta just made, so valid
+// JSON whose keys are struct tags: one jsonscan pass over it, without
+// validating it first or gjson scanning each value (the token ids and
+// logprobs) to find its end, which made parsing cost twice marshalling.
+// It falls back to parseMeta on anything else. The map's strings alias
+// meta, which nothing writes to once marshalled (a copy doubled the
+// metadata held by each queued call and each remembered base).
+func parseOwnMeta(meta []byte) (metaMap, error) {
+	ms := unsafe.String(unsafe.SliceData(meta), len(meta))
+	i := jsonscan.SkipSpace(meta, 0)
+	if i >= len(meta) || meta[i] != '{' {
+		return parseMeta(meta)
+	}
+	m := metaMap{}
+	i = jsonscan.SkipSpace(meta, i+1)
+	if i < len(meta) && meta[i] == '}' {
+		return m, nil
+	}
+	for {
+		if i >= len(meta) || meta[i] != '"' {
+			return parseMeta(meta)
+		}
+		ke := jsonscan.SkipString(meta, i)
+		if ke-i < 2 || meta[ke-1] != '"' || bytes.IndexByte(meta[i:ke], '\\') >= 0 {
+			return parseMeta(meta)
+		}
+		key := ms[i+1 : ke-1]
+		i = jsonscan.SkipSpace(meta, ke)
+		if i >= len(meta) || meta[i] != ':' {
+			return parseMeta(meta)
+		}
+		vs := jsonscan.SkipSpace(meta, i+1)
+		if vs >= len(meta) {
+			return parseMeta(meta)
+		}
+		ve := jsonscan.SkipValue(meta, vs)
+		if ve <= vs || ve > len(meta) {
+			return parseMeta(meta)
+		}
+		m[key] = ms[vs:ve]
+		i = jsonscan.SkipSpace(meta, ve)
+		if i >= len(meta) {
+			return parseMeta(meta)
+		}
+		if meta[i] == '}' {
+			break
+		}
+		if meta[i] != ',' {
+			return parseMeta(meta)
+		}
+		i = jsonscan.SkipSpace(meta, i+1)
+	}
+	if jsonscan.SkipSpace(meta, i+1) != len(meta) {
+		return parseMeta(meta)
+	}
 	return m, nil
 }
 

@@ -141,6 +141,7 @@ func (p *Pipeline) Record(c *Call) {
 	if c.CallID == "" {
 		c.CallID = randomCallID()
 	}
+	prepare(c) // here, in parallel, rather than on the single writer
 	p.mu.RLock()
 	if !p.stopped {
 		select {

@@ -54,25 +54,52 @@ func appendIDsJSON(dst []byte, ids []int32) []byte {
 
 // isIDsJSON reports whether raw is exactly appendIDsJSON(nil, ids), without
 // building it: anything else (spaces, another spelling) stays in the
-// skeleton as sent.
+// skeleton as sent. It reads each number's digits and compares values
+// rather than formatting every id: formatting and comparing was a third of
+// encoding a vLLM call.
 func isIDsJSON(raw string, ids []int32) bool {
-	var num [12]byte
-	if len(raw) < 2 || raw[0] != '[' || raw[len(raw)-1] != ']' {
-		return false
+	return idsEnd(raw, 0, ids) == len(raw)
+}
+
+// idsEnd returns the end of appendIDsJSON(nil, ids) if s holds it at i,
+// else -1.
+func idsEnd[S ~string | ~[]byte](s S, i int, ids []int32) int {
+	if i >= len(s) || s[i] != '[' {
+		return -1
 	}
-	rest := raw[1 : len(raw)-1]
-	for i, id := range ids {
-		if i > 0 {
-			if rest == "" || rest[0] != ',' {
-				return false
+	i++
+	for k, id := range ids {
+		if k > 0 {
+			if i >= len(s) || s[i] != ',' {
+				return -1
 			}
-			rest = rest[1:]
+			i++
 		}
-		n := strconv.AppendInt(num[:0], int64(id), 10)
-		if len(rest) < len(n) || rest[:len(n)] != string(n) {
-			return false
+		want := uint64(id)
+		if id < 0 {
+			if i >= len(s) || s[i] != '-' {
+				return -1
+			}
+			i++
+			want = uint64(-int64(id))
 		}
-		rest = rest[len(n):]
+		j := i
+		var got uint64
+		for ; j < len(s); j++ {
+			d := s[j] - '0'
+			if d > 9 {
+				break
+			}
+			got = got*10 + uint64(d)
+		}
+		// The canonical spelling: 1 to 10 digits (int32), no leading zero.
+		if n := j - i; n == 0 || n > 10 || got != want || (n > 1 && s[i] == '0') {
+			return -1
+		}
+		i = j
 	}
-	return rest == ""
+	if i >= len(s) || s[i] != ']' {
+		return -1
+	}
+	return i + 1
 }

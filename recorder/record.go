@@ -73,6 +73,10 @@ type Call struct {
 	Harness          string          `json:"harness,omitempty"`
 	Tokens           *Tokens         `json:"tokens,omitempty"`
 	Lineage          *Lineage        `json:"lineage,omitempty"`
+
+	// prep is the episode-independent part of encoding the call, done by
+	// [Pipeline.Record] on the caller's goroutine (see prepare).
+	prep *prepared
 }
 
 // Tokens holds the engine's own token ids for a call, when the upstream

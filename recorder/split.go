@@ -2,10 +2,13 @@ package recorder
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"unsafe"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/orchard-rl/orchard/internal/jsonscan"
 )
 
 // Top-level keys whose values are stored as content-addressed blocks. Agent
@@ -46,6 +49,160 @@ type split struct {
 // to rebuild its span exactly, so malformed input can only lose dedup,
 // never bytes.
 func splitBody(body []byte, keys map[string]bool, prompt []int32) (split, bool) {
+	if s, ok, done := splitFast(body, keys, prompt); done {
+		return s, ok
+	}
+	return splitGJSON(body, keys, prompt)
+}
+
+// splitFast is splitBody in one pass over a well-formed object with
+// jsonscan: gjson found each member's end by scanning it, then each array
+// element's again, and the prompt ids a third time to match them, which
+// made splitting the largest part of encoding a vLLM call. It reports
+// done false for what it leaves to splitGJSON: a body it cannot walk, a key
+// with an escape, SGLang's sglext. It cuts what splitGJSON cuts from a
+// valid body (TestSplitFastAgrees), and its spans are contiguous pieces of
+// body, so the pieces always join back to it.
+func splitFast(body []byte, keys map[string]bool, prompt []int32) (s split, ok, done bool) {
+	i := jsonscan.SkipSpace(body, 0)
+	if i >= len(body) || body[i] != '{' {
+		return split{}, false, true
+	}
+	i = jsonscan.SkipSpace(body, i+1)
+	if i < len(body) && body[i] == '}' {
+		return split{}, false, true // no members; splitGJSON cuts nothing either
+	}
+	prev := 0
+	var cut []string // keys cut so far: a repeated key stays in the skeleton
+	for {
+		if i >= len(body) || body[i] != '"' {
+			return split{}, false, false
+		}
+		ke := jsonscan.SkipString(body, i)
+		if ke-i < 2 || body[ke-1] != '"' {
+			return split{}, false, false
+		}
+		key := body[i+1 : ke-1]
+		if bytes.IndexByte(key, '\\') >= 0 {
+			return split{}, false, false
+		}
+		i = jsonscan.SkipSpace(body, ke)
+		if i >= len(body) || body[i] != ':' {
+			return split{}, false, false
+		}
+		vs := jsonscan.SkipSpace(body, i+1)
+		if vs >= len(body) {
+			return split{}, false, false
+		}
+		ve, f, isCut := -1, field{}, false
+		switch {
+		case slices.Contains(cut, string(key)):
+		case len(prompt) > 0 && string(key) == sglextKey:
+			return split{}, false, false
+		case len(prompt) > 0 && string(key) == promptIDsKey:
+			if e := idsEnd(body, vs, prompt); e > 0 {
+				ve, f, isCut = e, field{ids: true}, true
+			}
+		case keys[string(key)]:
+			ve, f, isCut = cutFieldFast(body, vs)
+		}
+		if ve < 0 {
+			ve = jsonscan.SkipValue(body, vs)
+		}
+		if ve <= vs || ve > len(body) {
+			return split{}, false, false
+		}
+		if isCut {
+			f.key = string(key)
+			s.skeleton = append(s.skeleton, body[prev:vs]...)
+			f.hole = len(s.skeleton)
+			s.fields = append(s.fields, f)
+			cut = append(cut, f.key)
+			prev = ve
+		}
+		i = jsonscan.SkipSpace(body, ve)
+		if i >= len(body) {
+			return split{}, false, false
+		}
+		if body[i] == '}' {
+			break
+		}
+		if body[i] != ',' {
+			return split{}, false, false
+		}
+		i = jsonscan.SkipSpace(body, i+1)
+	}
+	if jsonscan.SkipSpace(body, i+1) != len(body) {
+		return split{}, false, false
+	}
+	if len(s.fields) == 0 {
+		return split{}, false, true
+	}
+	s.skeleton = append(s.skeleton, body[prev:]...)
+	return s, true, true
+}
+
+// cutFieldFast is cutField for the value at body[i]: an array cut into
+// element blocks, else one whole block when it is large enough (an array
+// that cannot be cut is one block whatever its size, as in cutField). It
+// returns the value's end, or -1 when it leaves the value uncut.
+func cutFieldFast(body []byte, i int) (int, field, bool) {
+	if body[i] == '[' {
+		if f, end, ok := cutArrayFast(body, i); ok {
+			return end, f, true
+		}
+	}
+	end := jsonscan.SkipValue(body, i)
+	if end <= i || end > len(body) || (body[i] != '[' && end-i < minWholeBlock) {
+		return -1, field{}, false
+	}
+	span := body[i:end]
+	return end, field{whole: true, refs: []BlockHash{HashBlock(span)}, data: [][]byte{span}}, true
+}
+
+// cutArrayFast is cutArray for the array at body[i], walking its elements
+// once; it returns the array's end.
+func cutArrayFast(body []byte, i int) (field, int, bool) {
+	var f field
+	j := jsonscan.SkipSpace(body, i+1)
+	if j >= len(body) || body[j] == ']' {
+		return field{}, 0, false
+	}
+	f.lead = body[i+1 : j]
+	for {
+		if j >= len(body) {
+			return field{}, 0, false
+		}
+		e := jsonscan.SkipValue(body, j)
+		if e <= j || e > len(body) {
+			return field{}, 0, false
+		}
+		f.refs = append(f.refs, HashBlock(body[j:e]))
+		f.data = append(f.data, body[j:e])
+		k := jsonscan.SkipSpace(body, e)
+		if k >= len(body) {
+			return field{}, 0, false
+		}
+		switch body[k] {
+		case ']':
+			f.trail = body[e:k]
+			return f, k + 1, true
+		case ',':
+			n := jsonscan.SkipSpace(body, k+1)
+			if gap := body[e:n]; len(f.refs) == 1 {
+				f.sep = gap
+			} else if !bytes.Equal(gap, f.sep) {
+				return field{}, 0, false
+			}
+			j = n
+		default:
+			return field{}, 0, false
+		}
+	}
+}
+
+// splitGJSON is splitBody with gjson, for the bodies splitFast leaves.
+func splitGJSON(body []byte, keys map[string]bool, prompt []int32) (split, bool) {
 	trimmed := bytes.TrimLeft(body, " \t\r\n")
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return split{}, false

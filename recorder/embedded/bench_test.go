@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/orchard-rl/orchard/recorder"
 )
 
 // BenchmarkWrite measures the recorder's append path (encode, dedup,
@@ -52,4 +54,31 @@ func benchWrite(b *testing.B, turns int, dedup, noSync bool) {
 	}
 	b.ReportMetric(float64(n)/time.Since(start).Seconds(), "calls/s")
 	b.ReportMetric(float64(segBytes(b, dir))/float64(n), "disk-B/call")
+}
+
+// BenchmarkWriteBatch measures writes of 64 calls of 64 episodes, as the
+// pipeline sends them when calls queued up behind a write (fsync off).
+// Reported per call.
+func BenchmarkWriteBatch(b *testing.B) {
+	s, err := Open(b.TempDir(), Options{NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	const turns, batch = 10, 64
+	template := chatEpisode("bench", turns, 500)
+	b.ReportAllocs()
+	n := 0
+	calls := make([]*recorder.Call, batch)
+	for b.Loop() {
+		for i := range calls {
+			c := *template[n%turns]
+			c.EpisodeID = fmt.Sprintf("ep-%d-%d", n/turns, i)
+			c.CallID = fmt.Sprintf("%s-%d", c.EpisodeID, n%turns)
+			calls[i] = &c
+		}
+		writeT(b, s, calls...)
+		n++
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n*batch), "ns/call")
 }

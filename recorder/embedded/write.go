@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/orchard-rl/orchard/recorder"
@@ -37,8 +40,7 @@ func (s *Store) writeCallsLocked(calls []*recorder.Call) (int64, error) {
 	if err := s.writableLocked(); err != nil {
 		return 0, err
 	}
-	var buf []byte
-	var frames []framed
+	var packs []packJob
 	touched := map[string]bool{}
 	inBatch := map[string]bool{}
 	for _, c := range calls {
@@ -65,16 +67,63 @@ func (s *Store) writeCallsLocked(calls []*recorder.Call) (int64, error) {
 			return 0, fmt.Errorf("encode call %s: %w", c.CallID, err)
 		}
 		p := appendCallHeader(nil, callHeader{episode: ep, callID: c.CallID, started: c.StartedAt})
-		buf, frames = addFrame(buf, frames, recorder.Pack(p, docBytes, blocks))
+		packs = append(packs, packJob{payload: p, doc: docBytes, blocks: blocks})
 	}
-	if len(frames) == 0 {
+	if len(packs) == 0 {
 		return s.appended, nil
+	}
+	packAll(packs)
+	size := 0
+	for _, j := range packs {
+		size += frameHeader + len(j.payload)
+	}
+	buf, frames := make([]byte, 0, size), make([]framed, 0, len(packs)) // grown by appends, they were copied again and again
+	for _, j := range packs {
+		buf, frames = addFrame(buf, frames, j.payload)
 	}
 	pos, err := s.appendLocked(buf, frames)
 	if err != nil {
 		s.dropEncoders(touched) // they think blocks were stored that were not
 	}
 	return pos, err
+}
+
+// packJob is one call of a write: its frame payload (the call header, to
+// which Pack appends the compressed document and blocks).
+type packJob struct {
+	payload []byte
+	doc     []byte
+	blocks  []recorder.Block
+}
+
+// packAll compresses the calls of a write on up to GOMAXPROCS goroutines:
+// encoding must follow the episode's order, but compressing each call's
+// document and new blocks (most of a write's CPU) needs no shared state.
+// With the CPU saturated, the one store writer fell behind the handlers,
+// holding their calls in memory.
+func packAll(jobs []packJob) {
+	pack := func(j *packJob) { j.payload = recorder.Pack(j.payload, j.doc, j.blocks) }
+	workers := min(len(jobs), runtime.GOMAXPROCS(0))
+	if workers <= 1 {
+		for i := range jobs {
+			pack(&jobs[i])
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(jobs) {
+					return
+				}
+				pack(&jobs[i])
+			}
+		})
+	}
+	wg.Wait()
 }
 
 func has(m map[string]struct{}, k string) bool {

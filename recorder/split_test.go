@@ -1,0 +1,99 @@
+package recorder
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"testing"
+)
+
+var splitSeeds = []string{
+	`{"messages":[{"a":1}, {"b":2}],"tools":[1,2],"system":"` + string(bytes.Repeat([]byte("x"), 70)) + `"}`,
+	`{"input":[ 1 ,2 ]}`, `  { "input" : [ 1 , 2 , 3 ] , "x" : 1 }  `, `{"input":[1, 2,3]}`, `{"input":[]}`, `{"input":[ ]}`,
+	`{"messages":[1],"messages":[2]}`, `{"system":"short"}`, `{"system":{"a":"` + string(bytes.Repeat([]byte("y"), 80)) + `"}}`,
+	`{"prompt_token_ids":[1,2,3],"choices":[{"a":1}]}`, `{"prompt_token_ids":[1,2,3 ]}`, `{"prompt_token_ids":[1,2]}`,
+	`{"prompt_token_ids":[1,2,3],"prompt_token_ids":[1,2,3]}`, `{"choices":[{"s":"a\"]b"},"\\"]}`, `{}`, ` {} `, `[]`, `not json`,
+	`{"a":1 "b":2}`, `{"messages":[1,]}`, `{"messages":[1,2]} x`, `{"mess\u0061ges":[1,2]}`, `{"messages":"` + "\x00\xff" + `"}`,
+	`{"sglext":{"input_ids":[1,2,3],"output_ids":[[4]]}}`, `{"messages":[{"a":[1,{"b":"}"}]}],"tools":true,"choices":null}`,
+}
+
+// TestSplitFastAgrees checks that splitFast, wherever it decides, cuts what
+// splitGJSON cuts.
+func TestSplitFastAgrees(t *testing.T) {
+	var bodies [][]byte
+	for _, s := range splitSeeds {
+		bodies = append(bodies, []byte(s))
+	}
+	for _, calls := range [][]*Call{vllmEpisode(4), growingEpisode(4, 300)} {
+		for _, c := range calls {
+			bodies = append(bodies, c.Request, c.Response)
+		}
+	}
+	for _, body := range bodies {
+		if json.Valid(body) {
+			checkSplitAgrees(t, body)
+		}
+		checkSplitJoins(t, body)
+	}
+}
+
+func checkSplitAgrees(t *testing.T, body []byte) {
+	t.Helper()
+	prompt := testCall("ep", "1", 1).Tokens.PromptIDs
+	for _, keys := range []map[string]bool{requestKeys, responseKeys, nil} {
+		for _, p := range [][]int32{nil, prompt} {
+			fs, fok, done := splitFast(body, keys, p)
+			if !done {
+				continue
+			}
+			gs, gok := splitGJSON(body, keys, p)
+			if fok != gok || !reflect.DeepEqual(fs, gs) {
+				t.Fatalf("%q keys %v prompt %v: splitFast %v %+v, splitGJSON %v %+v", body, keys, p, fok, fs, gok, gs)
+			}
+		}
+	}
+}
+
+// FuzzSplitFast holds splitFast to splitGJSON on valid JSON, and to
+// joining back byte for byte on anything.
+func FuzzSplitFast(f *testing.F) {
+	for _, s := range splitSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if json.Valid(body) {
+			checkSplitAgrees(t, body)
+		}
+		checkSplitJoins(t, body)
+	})
+}
+
+// checkSplitJoins checks that splitFast's pieces join back into body.
+func checkSplitJoins(t *testing.T, body []byte) {
+	t.Helper()
+	prompt := testCall("ep", "1", 1).Tokens.PromptIDs
+	for _, keys := range []map[string]bool{requestKeys, responseKeys} {
+		s, ok, _ := splitFast(body, keys, prompt)
+		if !ok {
+			continue
+		}
+		var out []byte
+		prev := 0
+		for _, fd := range s.fields {
+			out = append(out, s.skeleton[prev:fd.hole]...)
+			switch {
+			case fd.ids:
+				out = appendIDsJSON(out, prompt)
+			case fd.whole:
+				out = append(out, fd.data[0]...)
+			default:
+				out = joinArray(out, fd, fd.data)
+			}
+			prev = fd.hole
+		}
+		out = append(out, s.skeleton[prev:]...)
+		if !bytes.Equal(out, body) {
+			t.Fatalf("%q joins back as %q", body, out)
+		}
+	}
+}
