@@ -32,9 +32,11 @@ func statusFor(ctx context.Context, err error) int {
 	return http.StatusBadGateway
 }
 
-// writeError writes e as JSON: Anthropic's error shape for Anthropic routes
-// (api "messages*"), OpenAI's otherwise.
-func writeError(w http.ResponseWriter, api recorder.API, e *Error) {
+// WriteError writes e as JSON: Anthropic's error shape for Anthropic routes
+// (api "messages*"), OpenAI's otherwise (also for api ""). It is the one
+// writer of the errors orchard itself answers on the proxy's listener; the
+// episode API uses it too.
+func WriteError(w http.ResponseWriter, api recorder.API, e *Error) {
 	var body any
 	if api == recorder.APIMessages || api == recorder.APICountTokens {
 		body = map[string]any{"type": "error", "error": map[string]string{"type": e.Type, "message": e.Message}}

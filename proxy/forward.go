@@ -23,12 +23,12 @@ func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
 	rest := chi.URLParam(r, "*")
 	api := apiFor(r.Method, rest)
 	if hasDotSegment(r.URL.Path) || hasDotSegment(rest) {
-		writeError(w, api, badRequest("path "+quote(r.URL.Path)+" has a . or .. segment; send the path as the API names it"))
+		WriteError(w, api, badRequest("path "+quote(r.URL.Path)+" has a . or .. segment; send the path as the API names it"))
 		return
 	}
 	att, aerr := h.attribute(r)
 	if aerr != nil {
-		writeError(w, api, aerr)
+		WriteError(w, api, aerr)
 		return
 	}
 	x := &exchange{h: h, rest: rest, api: api, att: att, up: h.opts.Upstream}
@@ -37,7 +37,7 @@ func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
 	}
 	if api != "" {
 		if e := x.readRequestBy(w, r); e != nil {
-			writeError(w, api, e)
+			WriteError(w, api, e)
 			return
 		}
 		x.begin(r, start)
@@ -134,5 +134,5 @@ func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 		return // the client is gone; nobody to answer
 	}
 	h.log.Warn("upstream request failed", "upstream", x.up.String(), "path", r.URL.Path, "err", err)
-	writeError(w, x.api, &Error{Status: status, Type: "upstream_error", Message: msg})
+	WriteError(w, x.api, &Error{Status: status, Type: "upstream_error", Message: msg})
 }

@@ -233,7 +233,7 @@ func (o *Options) defaults() {
 // [Handler.Close], it answers 503 with a JSON error.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !h.running.Load() {
-		writeError(w, "", &Error{Status: http.StatusServiceUnavailable, Type: "unavailable",
+		WriteError(w, "", &Error{Status: http.StatusServiceUnavailable, Type: "unavailable",
 			Message: "orchard proxy is not running: its Handler was not started, or is closed"})
 		return
 	}

@@ -26,11 +26,11 @@ func (h *Handler) routes() chi.Router {
 	r.HandleFunc("/v1/*", h.serveAPI)
 	r.HandleFunc("/e/{episode}/v1/*", h.serveAPI)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, "", &Error{Status: http.StatusNotFound, Type: "not_found",
+		WriteError(w, "", &Error{Status: http.StatusNotFound, Type: "not_found",
 			Message: "no route for " + r.Method + " " + r.URL.Path + "; model calls go to /v1/... or /e/{episode}/v1/..."})
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, "", &Error{Status: http.StatusMethodNotAllowed, Type: "method_not_allowed",
+		WriteError(w, "", &Error{Status: http.StatusMethodNotAllowed, Type: "method_not_allowed",
 			Message: r.Method + " is not allowed on " + r.URL.Path})
 	})
 	return r

@@ -46,7 +46,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 		CreatedAt: time.Now().UTC(), Status: recorder.StatusRunning}
 	err := h.createEpisode(r.Context(), ep)
 	if errors.Is(err, recorder.ErrExists) {
-		writeError(w, &apiError{http.StatusConflict, "conflict", "episode " + req.ID + " already exists"})
+		writeError(w, newError(http.StatusConflict, "conflict", "episode "+req.ID+" already exists"))
 		return
 	}
 	if err != nil {
@@ -111,7 +111,7 @@ func (h *Handler) finish(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if sum.Status != recorder.StatusRunning && sum.Status != "" {
-		writeError(w, &apiError{http.StatusConflict, "conflict", "episode " + id + " already finished with status " + sum.Status})
+		writeError(w, newError(http.StatusConflict, "conflict", "episode "+id+" already finished with status "+sum.Status))
 		return
 	}
 	now := time.Now().UTC()

@@ -124,7 +124,7 @@ func (o *Options) defaults() {
 // [Handler.Start], or after [Handler.Close], it answers 503.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.state.Load() != started {
-		writeError(w, &apiError{http.StatusServiceUnavailable, "unavailable", errNotRunning.Error()})
+		writeError(w, newError(http.StatusServiceUnavailable, "unavailable", errNotRunning.Error()))
 		return
 	}
 	h.mux.ServeHTTP(w, r)
@@ -166,11 +166,10 @@ func (h *Handler) routes() chi.Router {
 		r.Get("/episodes/{id}/events", h.events)
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, &apiError{http.StatusNotFound, "not_found",
-			"no route for " + r.Method + " " + r.URL.Path + "; the episode API serves " + Prefix + "/episodes"})
+		writeError(w, newError(http.StatusNotFound, "not_found", "no route for "+r.Method+" "+r.URL.Path+"; the episode API serves "+Prefix+"/episodes"))
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, &apiError{http.StatusMethodNotAllowed, "method_not_allowed", r.Method + " is not allowed on " + r.URL.Path})
+		writeError(w, newError(http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path))
 	})
 	return r
 }

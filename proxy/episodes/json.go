@@ -7,27 +7,20 @@ import (
 	"net/http"
 	"unicode/utf8"
 
+	"github.com/orchard-rl/orchard/proxy"
 	"github.com/orchard-rl/orchard/recorder"
 )
 
-// apiError is a failure the episode API answers, written by [writeError].
-type apiError struct {
-	status int
-	typ    string // machine-readable kind, e.g. "invalid_request_error"
-	msg    string // what happened and what to do about it
+// newError is a failure the episode API answers, written by
+// [proxy.WriteError] in OpenAI's error shape, as the proxy answers its own.
+func newError(status int, typ, msg string) *proxy.Error {
+	return &proxy.Error{Status: status, Type: typ, Message: msg}
 }
 
-// writeError writes e in OpenAI's error shape, as the proxy does.
-func writeError(w http.ResponseWriter, e *apiError) {
-	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": e.msg, "type": e.typ, "code": nil}})
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Orchard-Error", "1") // tells orchard's answers apart from an upstream's
-	w.WriteHeader(e.status)
-	w.Write(append(b, '\n'))
-}
+func writeError(w http.ResponseWriter, e *proxy.Error) { proxy.WriteError(w, "", e) }
 
-func unauthorized(msg string) *apiError {
-	return &apiError{http.StatusUnauthorized, "authentication_error", msg}
+func unauthorized(msg string) *proxy.Error {
+	return newError(http.StatusUnauthorized, "authentication_error", msg)
 }
 
 func nonNil[T any](s []T) []T {
@@ -37,7 +30,7 @@ func nonNil[T any](s []T) []T {
 	return s
 }
 
-func decodeJSON(r *http.Request, v any) *apiError {
+func decodeJSON(r *http.Request, v any) *proxy.Error {
 	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 1<<20))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -46,21 +39,21 @@ func decodeJSON(r *http.Request, v any) *apiError {
 	return nil
 }
 
-func badRequest(msg string) *apiError {
-	return &apiError{http.StatusBadRequest, "invalid_request_error", msg}
+func badRequest(msg string) *proxy.Error {
+	return newError(http.StatusBadRequest, "invalid_request_error", msg)
 }
 
-func storeError(err error) *apiError {
+func storeError(err error) *proxy.Error {
 	if errors.Is(err, recorder.ErrNotFound) {
-		return &apiError{http.StatusNotFound, "not_found", "no such episode"}
+		return newError(http.StatusNotFound, "not_found", "no such episode")
 	}
-	return &apiError{http.StatusServiceUnavailable, "store_unavailable", "episode store: " + err.Error()}
+	return newError(http.StatusServiceUnavailable, "store_unavailable", "episode store: "+err.Error())
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		writeError(w, &apiError{http.StatusInternalServerError, "internal", err.Error()})
+		writeError(w, newError(http.StatusInternalServerError, "internal", err.Error()))
 		return
 	}
 	// Records written before bodies were kept as base64 may hold invalid
