@@ -163,34 +163,40 @@ func (x *extractor) chat(q request, resp []byte, out gjson.Result) {
 		}
 		in.add(x.unit(m, chatMessage), len(m.Raw))
 	})
-	choices, valid := gjson.Result{}, false
-	if !x.gjsonOnly {
-		choices, valid = scanTop(resp, "choices")
-	}
-	if !valid {
-		choices = out.Get("choices")
-	}
-	if !choices.IsArray() {
-		return
-	}
 	// Choice 0 first: it is the one a thread tip keeps. One walk collects
 	// the messages (a choice also holds its logprobs, the bulk of a vLLM
 	// response, which a walk per pass scanned again).
 	var zeroBuf, otherBuf [1]gjson.Result
 	zero, other := zeroBuf[:0], otherBuf[:0]
-	elems(choices, valid, func(c gjson.Result) {
-		index, message := gjson.Result{}, gjson.Result{}
-		if valid {
-			index, message = choiceFields(c)
-		} else {
-			index, message = c.Get("index"), c.Get("message")
-		}
+	add := func(index, message gjson.Result) {
 		if index.Int() == 0 {
 			zero = append(zero, message)
 		} else {
 			other = append(other, message)
 		}
-	})
+	}
+	var csBuf [1]choice
+	cs, isArray, ok := csBuf[:0], false, false
+	if !x.gjsonOnly {
+		cs, isArray, ok = scanChoices(resp, cs)
+	}
+	switch {
+	case ok && !isArray:
+		return
+	case ok:
+		for _, c := range cs {
+			add(c.index, c.message)
+		}
+	default:
+		choices := out.Get("choices")
+		if !choices.IsArray() {
+			return
+		}
+		choices.ForEach(func(_, c gjson.Result) bool {
+			add(c.Get("index"), c.Get("message"))
+			return true
+		})
+	}
 	for _, ms := range [2][]gjson.Result{zero, other} {
 		for _, m := range ms {
 			i := in.addOut()

@@ -173,48 +173,104 @@ func scanRequest(req []byte) (request, bool) {
 	return q, true
 }
 
-// scanTop returns gjson.Get(resp, key) for a response object, validating
-// only what it walks up to key (gjson stops there too). It reports false
-// where it cannot tell (not an object, invalid JSON before key, an escaped
-// key), and the caller asks gjson.
-func scanTop(resp []byte, key string) (v gjson.Result, ok bool) {
+// choice is the index and message of one element of a response's choices.
+type choice struct{ index, message gjson.Result }
+
+// scanChoices returns, for each element of resp's "choices" (its first
+// top-level one, as gjson's Get finds it), c.Get("index") and
+// c.Get("message"), validating the choices element by element as it finds
+// them: the logprobs and token ids of a vLLM choice are walked once. isArray
+// is false where there are no choices or they are not an array; ok is
+// false where it cannot tell (not an object, invalid JSON, an escaped key)
+// and the caller asks gjson. The result is appended to buf.
+func scanChoices(resp []byte, buf []choice) (cs []choice, isArray, ok bool) {
 	i := jsonscan.SkipSpace(resp, 0)
 	if i >= len(resp) || resp[i] != '{' {
-		return v, false
+		return buf, false, false
 	}
-	found := false
-	_, ok = scanMembers(resp, i, false, func(k []byte, s, e int) bool {
-		if keyIs(k, key) {
-			v, found = spanResult(resp, s, e), true
-			return false
+	i = jsonscan.SkipSpace(resp, i+1)
+	if i < len(resp) && resp[i] == '}' {
+		return buf, false, true
+	}
+	for {
+		if i >= len(resp) || resp[i] != '"' {
+			return buf, false, false
 		}
-		return true
-	})
-	if !ok && !found {
-		return gjson.Result{}, false
+		ke, ok := jsonscan.ValidValue(resp, i)
+		if !ok || bytes.IndexByte(resp[i:ke], '\\') >= 0 {
+			return buf, false, false
+		}
+		j := jsonscan.SkipSpace(resp, ke)
+		if j >= len(resp) || resp[j] != ':' {
+			return buf, false, false
+		}
+		v := jsonscan.SkipSpace(resp, j+1)
+		if keyIs(resp[i:ke], "choices") {
+			if v >= len(resp) || resp[v] != '[' {
+				_, ok := jsonscan.ValidValue(resp, v)
+				return buf, false, ok
+			}
+			return scanChoiceArray(resp, v, buf)
+		}
+		e, ok := jsonscan.ValidValue(resp, v)
+		if !ok {
+			return buf, false, false
+		}
+		i = jsonscan.SkipSpace(resp, e)
+		if i >= len(resp) {
+			return buf, false, false
+		}
+		switch resp[i] {
+		case '}':
+			return buf, false, true
+		case ',':
+			i = jsonscan.SkipSpace(resp, i+1)
+		default:
+			return buf, false, false
+		}
 	}
-	return v, true
 }
 
-// choiceFields returns c.Get("index") and c.Get("message") of a choice
-// taken from validated JSON, stopping at the later of the two: the logprobs
-// and token ids after them are not walked.
-func choiceFields(c gjson.Result) (index, message gjson.Result) {
-	if !c.IsObject() {
-		return c.Get("index"), c.Get("message")
+// scanChoiceArray is scanChoices' walk of the array at b[i].
+func scanChoiceArray(b []byte, i int, buf []choice) ([]choice, bool, bool) {
+	i = jsonscan.SkipSpace(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return buf, true, true
 	}
-	b := raw(c.Raw)
-	var hasIndex, hasMessage bool
-	if _, ok := scanMembers(b, 0, true, func(k []byte, s, e int) bool {
-		switch {
-		case !hasIndex && keyIs(k, "index"):
-			index, hasIndex = spanResult(b, s, e), true
-		case !hasMessage && keyIs(k, "message"):
-			message, hasMessage = spanResult(b, s, e), true
+	for {
+		var c choice
+		var hasIndex, hasMessage, ok bool
+		e := i
+		if i < len(b) && b[i] == '{' {
+			e, ok = scanMembers(b, i, false, func(k []byte, s, e int) bool {
+				switch {
+				case !hasIndex && keyIs(k, "index"):
+					c.index, hasIndex = spanResult(b, s, e), true
+				case !hasMessage && keyIs(k, "message"):
+					c.message, hasMessage = spanResult(b, s, e), true
+				}
+				return true
+			})
 		}
-		return !hasIndex || !hasMessage
-	}); !ok {
-		return c.Get("index"), c.Get("message")
+		if !ok {
+			if e, ok = jsonscan.ValidValue(b, i); !ok {
+				return buf, false, false
+			}
+			el := spanResult(b, i, e)
+			c = choice{el.Get("index"), el.Get("message")}
+		}
+		buf = append(buf, c)
+		i = jsonscan.SkipSpace(b, e)
+		if i >= len(b) {
+			return buf, false, false
+		}
+		switch b[i] {
+		case ']':
+			return buf, true, true
+		case ',':
+			i = jsonscan.SkipSpace(b, i+1)
+		default:
+			return buf, false, false
+		}
 	}
-	return index, message
 }
