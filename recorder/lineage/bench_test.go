@@ -61,6 +61,7 @@ func BenchmarkObserve(b *testing.B) {
 		{"tokens", tokenEpisode(300, 14_000)},
 		{"messages", chatEpisode(300, false)},
 		{"tokens+messages", chatEpisode(300, true)},
+		{"vllm", vllmEpisode(300)},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			tr := NewTracker(Options{})
@@ -90,4 +91,59 @@ func episodeHeap(calls []*recorder.Call) float64 {
 	runtime.ReadMemStats(&after)
 	runtime.KeepAlive(tr)
 	return float64(after.HeapAlloc) - float64(before.HeapAlloc)
+}
+
+// vllmEpisode is chatEpisode(turns, true) with responses shaped as vLLM
+// returns them: per choice a logprobs object (5 top logprobs per token)
+// and the completion's token_ids, and the prompt's ids at the top level.
+func vllmEpisode(turns int) []*recorder.Call {
+	calls := chatEpisode(turns, true)
+	for i, c := range calls {
+		lp := make([]map[string]any, len(c.Tokens.CompletionIDs))
+		for j := range lp {
+			top := make([]map[string]any, 5)
+			for k := range top {
+				top[k] = map[string]any{"token": fmt.Sprintf("tok%d", k), "logprob": -0.25 * float64(k), "bytes": []int{116, 111, 107}}
+			}
+			lp[j] = map[string]any{"token": "tok0", "logprob": -0.01, "bytes": []int{116, 111, 107}, "top_logprobs": top}
+		}
+		call := []map[string]any{{"id": fmt.Sprintf("c%d", i), "type": "function",
+			"function": map[string]any{"name": "run", "arguments": fmt.Sprintf(`{"cmd":"step %d"}`, i)}}}
+		resp, _ := json.Marshal(map[string]any{
+			"id": fmt.Sprintf("chatcmpl-%d", i), "object": "chat.completion", "created": 1, "model": "m",
+			"choices": []any{map[string]any{"index": 0,
+				"message":       map[string]any{"role": "assistant", "content": nil, "tool_calls": call},
+				"logprobs":      map[string]any{"content": lp},
+				"finish_reason": "tool_calls", "stop_reason": nil,
+				"token_ids": c.Tokens.CompletionIDs}},
+			"usage":            map[string]any{"prompt_tokens": len(c.Tokens.PromptIDs), "completion_tokens": len(c.Tokens.CompletionIDs)},
+			"prompt_token_ids": c.Tokens.PromptIDs,
+		})
+		c.Response = resp
+	}
+	return calls
+}
+
+// BenchmarkExtract measures the message-level extraction of one call of
+// vllmEpisode (request ~56-120 KB, response with logprobs and token ids),
+// with jsonscan and, for comparison, with gjson only.
+func BenchmarkExtract(b *testing.B) {
+	calls := vllmEpisode(300)
+	for _, mode := range []struct {
+		name      string
+		gjsonOnly bool
+	}{{"jsonscan", false}, {"gjson", true}} {
+		b.Run(mode.name, func(b *testing.B) {
+			var in seqInput[uint64]
+			x := extractor{in: &in, memo: make(map[uint64]uint64), gjsonOnly: mode.gjsonOnly}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				c := calls[i%len(calls)]
+				in.reset()
+				x.extract(c.API, c.Request, c.Response)
+				i++
+			}
+		})
+	}
 }

@@ -29,6 +29,9 @@ import (
 type extractor struct {
 	in   *seqInput[uint64]
 	memo map[uint64]uint64
+	// gjsonOnly makes extract find every field with gjson, as it did
+	// before scan.go; the differential test compares the two.
+	gjsonOnly bool
 }
 
 // maxMemo bounds an extractor's memo; past it the memo starts over.
@@ -52,6 +55,9 @@ func (x *extractor) unit(m gjson.Result, f func(gjson.Result) uint64) uint64 {
 // reads, found in one pass over the document.
 type request struct {
 	tools, functions, messages, input, instructions, system, previous gjson.Result
+	// valid says the request was validated by scanRequest, so the fields'
+	// values can be walked with jsonscan.
+	valid bool
 }
 
 func parseRequest(r gjson.Result) request {
@@ -83,15 +89,21 @@ func parseRequest(r gjson.Result) request {
 // request is not a JSON object. prevID is the responses API's
 // previous_response_id. Neither req nor resp is retained.
 func (x *extractor) extract(api recorder.API, req, resp []byte) (prevID string, ok bool) {
-	r := gjson.Parse(transient(req))
-	if !r.IsObject() {
-		return "", false
+	q, ok := request{}, false
+	if !x.gjsonOnly {
+		q, ok = scanRequest(req)
 	}
-	q := parseRequest(r)
+	if !ok {
+		r := gjson.Parse(transient(req))
+		if !r.IsObject() {
+			return "", false
+		}
+		q = parseRequest(r)
+	}
 	out := gjson.Parse(transient(resp))
 	switch api {
 	case recorder.APIChatCompletions:
-		x.chat(q, out)
+		x.chat(q, resp, out)
 	case recorder.APIResponses:
 		x.responses(q, out)
 		prevID = q.previous.Str
@@ -134,7 +146,7 @@ func (in *seqInput[E]) add(u E, size int) {
 	in.promptSize += int64(size)
 }
 
-func (x *extractor) chat(q request, out gjson.Result) {
+func (x *extractor) chat(q request, resp []byte, out gjson.Result) {
 	in := x.in
 	h := newHasher("chat")
 	h.value(q.tools, 0)
@@ -142,8 +154,8 @@ func (x *extractor) chat(q request, out gjson.Result) {
 	in.add(h.sum(), len(q.tools.Raw))
 	in.sys = 1
 	leading := true
-	eachElem(q.messages, func(m gjson.Result) {
-		role := m.Get("role").Str
+	elems(q.messages, q.valid, func(m gjson.Result) {
+		role := get(m, q.valid, "role").Str
 		if leading && (role == "system" || role == "developer") {
 			in.sys++
 		} else {
@@ -151,23 +163,40 @@ func (x *extractor) chat(q request, out gjson.Result) {
 		}
 		in.add(x.unit(m, chatMessage), len(m.Raw))
 	})
-	choices := out.Get("choices")
-	if !choices.IsArray() {
-		return
-	}
 	// Choice 0 first: it is the one a thread tip keeps. One walk collects
 	// the messages (a choice also holds its logprobs, the bulk of a vLLM
 	// response, which a walk per pass scanned again).
 	var zeroBuf, otherBuf [1]gjson.Result
 	zero, other := zeroBuf[:0], otherBuf[:0]
-	choices.ForEach(func(_, c gjson.Result) bool {
-		if c.Get("index").Int() == 0 {
-			zero = append(zero, c.Get("message"))
+	add := func(index, message gjson.Result) {
+		if index.Int() == 0 {
+			zero = append(zero, message)
 		} else {
-			other = append(other, c.Get("message"))
+			other = append(other, message)
 		}
-		return true
-	})
+	}
+	var csBuf [1]choice
+	cs, isArray, ok := csBuf[:0], false, false
+	if !x.gjsonOnly {
+		cs, isArray, ok = scanChoices(resp, cs)
+	}
+	switch {
+	case ok && !isArray:
+		return
+	case ok:
+		for _, c := range cs {
+			add(c.index, c.message)
+		}
+	default:
+		choices := out.Get("choices")
+		if !choices.IsArray() {
+			return
+		}
+		choices.ForEach(func(_, c gjson.Result) bool {
+			add(c.Get("index"), c.Get("message"))
+			return true
+		})
+	}
 	for _, ms := range [2][]gjson.Result{zero, other} {
 		for _, m := range ms {
 			i := in.addOut()
@@ -238,12 +267,12 @@ func (x *extractor) responses(q request, out gjson.Result) {
 		in.add(responsesMessage("user", input), len(input.Raw))
 	}
 	leading := true
-	eachElem(input, func(it gjson.Result) {
+	elems(input, q.valid, func(it gjson.Result) {
 		u := x.unit(it, responsesItem)
 		if u == skipUnit {
 			return
 		}
-		role := it.Get("role").Str
+		role := get(it, q.valid, "role").Str
 		if leading && (role == "system" || role == "developer") {
 			in.sys++
 		} else {
@@ -309,7 +338,7 @@ func (x *extractor) anthropic(q request, out gjson.Result) {
 	h.content(q.system, 0)
 	in.add(h.sum(), len(q.tools.Raw)+len(q.system.Raw))
 	in.sys = 1
-	eachElem(q.messages, func(m gjson.Result) {
+	elems(q.messages, q.valid, func(m gjson.Result) {
 		in.add(x.unit(m, anthropicRequestMessage), len(m.Raw))
 	})
 	if content := out.Get("content"); content.IsArray() {
