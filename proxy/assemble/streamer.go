@@ -60,7 +60,16 @@ func (s *Streamer) Write(p []byte) (int, error) {
 // it gives up framing) go to Write. valid, when not nil, is a part of raw
 // that the caller found to be strictly valid JSON: when it is the event's
 // data, the chunk is not validated again.
-func (s *Streamer) Event(raw, valid []byte) {
+func (s *Streamer) Event(raw, valid []byte) { s.EventSpans(raw, valid, nil) }
+
+// Span is a JSON value's extent in an event's data: data[Start:End].
+type Span struct{ Start, End int }
+
+// EventSpans is Event with the extents of some of valid's values, sorted by
+// Start and disjoint, which the caller found while validating it (spans
+// are ignored unless valid is the event's data): the assembler takes a
+// value's end from them instead of scanning the value to find it.
+func (s *Streamer) EventSpans(raw, valid []byte, spans []Span) {
 	if !s.checked {
 		if len(s.bom) > 0 || len(raw) > 0 && raw[0] == bom[0] {
 			s.Write(raw) // possibly a byte order mark: Write tells
@@ -77,7 +86,7 @@ func (s *Streamer) Event(raw, valid []byte) {
 		return
 	}
 	if v, ok := s.a.(validEventer); ok && len(valid) > 0 && len(valid) == len(ev.Data) && &valid[0] == &ev.Data[0] {
-		v.validEvent(ev.Name, ev.Data)
+		v.validEvent(ev.Name, ev.Data, spans)
 		return
 	}
 	s.a.event(ev.Name, ev.Data)
@@ -86,7 +95,7 @@ func (s *Streamer) Event(raw, valid []byte) {
 // validEventer is an assembler that can skip validating an event's data
 // known to be strictly valid JSON.
 type validEventer interface {
-	validEvent(name string, data []byte)
+	validEvent(name string, data []byte, spans []Span)
 }
 
 func (s *Streamer) frame(p []byte) {

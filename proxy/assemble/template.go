@@ -30,6 +30,9 @@ type template struct {
 	data  []byte // the chunk, copied
 	holes []hole
 	vals  []val // scratch: the hole values of the chunk being matched
+	// spans: known extents of values of the valid chunk being matched
+	// (see Streamer.EventSpans), or nil.
+	spans []Span
 }
 
 type holeKind uint8
@@ -116,6 +119,7 @@ func (t *template) replay(data []byte, valid bool) bool {
 func (t *template) match(data []byte, valid bool) bool {
 	t.vals = t.vals[:0]
 	at, from := 0, 0 // positions in data and in t.data
+	spans, k := t.spans, 0
 	for _, h := range t.holes {
 		seg := t.data[from:h.start]
 		if len(data)-at < len(seg) || string(data[at:at+len(seg)]) != string(seg) {
@@ -127,7 +131,14 @@ func (t *template) match(data []byte, valid bool) bool {
 		}
 		var end int
 		if valid {
-			end = jsonscan.SkipValue(data, at)
+			for k < len(spans) && spans[k].Start < at {
+				k++
+			}
+			if k < len(spans) && spans[k].Start == at {
+				end = spans[k].End // a valid value's extent, found by the caller
+			} else {
+				end = jsonscan.SkipValue(data, at)
+			}
 		} else {
 			var ok bool
 			if end, ok = jsonscan.ValidValue(data, at); !ok {
