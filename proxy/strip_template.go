@@ -91,11 +91,21 @@ func (t *stripTemplate) apply(dst, data []byte) ([]byte, bool) {
 		if at >= len(data) || !jsonscan.SameKind(data[at], t.data[h.start]) {
 			return dst, false
 		}
-		end, ok := jsonscan.ValidValue(data, at)
+		k := len(t.spans)
+		t.spans = append(t.spans, assemble.Span{})
+		var end int
+		var ok bool
+		if h.null {
+			// A nulled object (logprobs): its entries' extents, found in the
+			// same scan, spare the assembler's walk finding their ends.
+			end, ok, t.spans = jsonscan.ValidValueElems(data, at, t.spans)
+		} else {
+			end, ok = jsonscan.ValidValue(data, at)
+		}
 		if !ok {
 			return dst, false
 		}
-		t.spans = append(t.spans, assemble.Span{Start: at, End: end})
+		t.spans[k] = assemble.Span{Start: at, End: end}
 		dst = append(dst, seg...)
 		if h.null {
 			dst = append(dst, "null"...)

@@ -3,6 +3,7 @@ package assemble
 import (
 	"bytes"
 
+	"github.com/orchard-rl/orchard/internal/jsonscan"
 	"github.com/orchard-rl/orchard/internal/sse"
 	"github.com/orchard-rl/orchard/recorder"
 )
@@ -63,12 +64,14 @@ func (s *Streamer) Write(p []byte) (int, error) {
 func (s *Streamer) Event(raw, valid []byte) { s.EventSpans(raw, valid, nil) }
 
 // Span is a JSON value's extent in an event's data: data[Start:End].
-type Span struct{ Start, End int }
+type Span = jsonscan.Span
 
 // EventSpans is Event with the extents of some of valid's values, sorted by
-// Start and disjoint, which the caller found while validating it (spans
-// are ignored unless valid is the event's data): the assembler takes a
-// value's end from them instead of scanning the value to find it.
+// Start, which the caller found while validating it (spans are ignored
+// unless valid is the event's data): the assembler takes a value's end
+// from them instead of scanning the value to find it. A span may be
+// followed by spans inside it: the elements of an object's array members
+// (jsonscan.ValidValueElems), which the logprobs walk takes.
 func (s *Streamer) EventSpans(raw, valid []byte, spans []Span) {
 	if !s.checked {
 		if len(s.bom) > 0 || len(raw) > 0 && raw[0] == bom[0] {
