@@ -329,7 +329,11 @@ func dataJSON(ev []byte) (int, int) {
 		return -1, -1
 	}
 	end := bytes.IndexByte(ev[start:], '\n')
-	if r := bytes.IndexByte(ev[start:], '\r'); r >= 0 && (end < 0 || r < end) {
+	line := ev[start:] // a CR before the LF ends the line earlier
+	if end >= 0 {
+		line = line[:end]
+	}
+	if r := bytes.IndexByte(line, '\r'); r >= 0 {
 		end = r
 	}
 	if end < 0 {

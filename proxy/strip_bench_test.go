@@ -52,3 +52,32 @@ func (c *chunkReader) Read(p []byte) (int, error) {
 	c.b = c.b[k:]
 	return k, nil
 }
+
+// TestDataJSONEnd holds dataJSON's line end (the first CR or LF after the
+// object's start) to a search of both over the whole rest of the event.
+func TestDataJSONEnd(t *testing.T) {
+	for _, ev := range []string{
+		"data: {}", "data: {}\n\n", "data: {}\r\n\r\n", "data: {}\r", "data: {}\rx\n",
+		"data: {}\nx\r\n", "data: {\"a\":1}\n\n", "id: 1\ndata:{}\r\n\r\n", "data: {}x\n\n", "data: {\r}\n",
+	} {
+		b := []byte(ev)
+		start, end := dataJSON(b)
+		wantStart, wantEnd := -1, -1
+		if i := bytes.Index(b, []byte("data:")); i >= 0 {
+			s := i + 5
+			for s < len(b) && b[s] == ' ' {
+				s++
+			}
+			e := len(b)
+			if k := bytes.IndexAny(b[s:], "\r\n"); k >= 0 {
+				e = s + k
+			}
+			if s < len(b) && b[s] == '{' && b[e-1] == '}' {
+				wantStart, wantEnd = s, e
+			}
+		}
+		if start != wantStart || end != wantEnd {
+			t.Errorf("%q: %d %d, want %d %d", ev, start, end, wantStart, wantEnd)
+		}
+	}
+}
