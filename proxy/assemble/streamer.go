@@ -71,7 +71,8 @@ type Span = jsonscan.Span
 // unless valid is the event's data): the assembler takes a value's end
 // from them instead of scanning the value to find it. A span may be
 // followed by spans inside it: the elements of an object's array members
-// (jsonscan.ValidValueElems), which the logprobs walk takes.
+// (jsonscan.ValidValueElems), which the logprobs walk takes. valid must
+// hold no line break (a data line's JSON, as the proxy's stripper finds it).
 func (s *Streamer) EventSpans(raw, valid []byte, spans []Span) {
 	if !s.checked {
 		if len(s.bom) > 0 || len(raw) > 0 && raw[0] == bom[0] {
@@ -84,15 +85,32 @@ func (s *Streamer) EventSpans(raw, valid []byte, spans []Span) {
 		s.Write(raw) // after bytes Write holds, it frames this one
 		return
 	}
+	v, canValid := s.a.(validEventer)
+	if canValid && len(valid) > 0 && oneDataLine(raw, valid) {
+		v.validEvent("", valid, spans) // what Parse would find, without its scans
+		return
+	}
 	ev := sse.Parse(raw)
 	if !ev.HasData {
 		return
 	}
-	if v, ok := s.a.(validEventer); ok && len(valid) > 0 && len(valid) == len(ev.Data) && &valid[0] == &ev.Data[0] {
+	if canValid && len(valid) > 0 && len(valid) == len(ev.Data) && &valid[0] == &ev.Data[0] {
 		v.validEvent(ev.Name, ev.Data, spans)
 		return
 	}
 	s.a.event(ev.Name, ev.Data)
+}
+
+// oneDataLine reports whether raw is "data:", an optional space, valid (a
+// part of raw) and the blank line: an event that sse.Parse reads as
+// nameless with valid as its data, given that valid holds no line break.
+func oneDataLine(raw, valid []byte) bool {
+	k := len(raw) - len(valid) - 2
+	if k != 5 && k != 6 || string(raw[:5]) != "data:" || (raw[5] == ' ') != (k == 6) ||
+		&raw[k] != &valid[0] || string(raw[len(raw)-2:]) != "\n\n" {
+		return false
+	}
+	return true
 }
 
 // validEventer is an assembler that can skip validating an event's data
