@@ -141,7 +141,7 @@ func (s *stripper) Close() error {
 	// Close ends the exchange (the client left mid-stream).
 	s.assemble(s.f.Rest())
 	err := s.src.Close()
-	*s = stripper{f: s.f, buf: s.buf, out: s.out[:0], tpl: stripTemplate{data: s.tpl.data[:0], holes: s.tpl.holes[:0]}}
+	*s = stripper{f: s.f, buf: s.buf, out: s.out[:0], tpl: stripTemplate{data: s.tpl.data[:0], holes: s.tpl.holes[:0], spans: s.tpl.spans[:0]}}
 	strippers.Put(s)
 	return err
 }
@@ -150,38 +150,39 @@ func (s *stripper) Close() error {
 // template when ev repeats the last chunk outside the values it nulls, else
 // by looking the fields up (and making ev the template if it can be one).
 func (s *stripper) event(dst, ev []byte) []byte {
-	out, valid := s.strip(dst, ev)
+	out, valid, spans := s.strip(dst, ev)
 	if s.asm != nil {
-		s.asm.Event(ev, valid)
+		s.asm.EventSpans(ev, valid, spans)
 	}
 	return out
 }
 
 // strip is event without the assembler; it also returns the event's JSON
 // data when it found it strictly valid (the template matched, or the
-// chunk became the template), else nil.
-func (s *stripper) strip(dst, ev []byte) ([]byte, []byte) {
+// chunk became the template), else nil, and when the template matched,
+// the extents of its hole values in that data.
+func (s *stripper) strip(dst, ev []byte) ([]byte, []byte, []assemble.Span) {
 	start, end := dataJSON(ev)
 	if start < 0 {
-		return append(dst, ev...), nil
+		return append(dst, ev...), nil, nil
 	}
 	base := len(dst)
 	dst = append(dst, ev[:start]...)
 	data := ev[start:end]
 	if out, ok := s.tpl.apply(dst, data); ok {
-		return append(out, ev[end:]...), data
+		return append(out, ev[end:]...), data, s.tpl.spans
 	}
 	edits, drop := s.rules.plan(data, true)
 	if drop {
 		s.tpl.ok = false
-		return dst[:base], nil // the usage-only chunk the client did not ask for
+		return dst[:base], nil, nil // the usage-only chunk the client did not ask for
 	}
 	s.tpl.keep(data, edits)
 	if !s.tpl.ok {
 		data = nil
 	}
 	dst = appendEdited(dst, ev[start:end], edits)
-	return append(dst, ev[end:]...), data
+	return append(dst, ev[end:]...), data, nil
 }
 
 // assemble hands bytes the framer did not frame to the assembler.
@@ -328,7 +329,11 @@ func dataJSON(ev []byte) (int, int) {
 		return -1, -1
 	}
 	end := bytes.IndexByte(ev[start:], '\n')
-	if r := bytes.IndexByte(ev[start:], '\r'); r >= 0 && (end < 0 || r < end) {
+	line := ev[start:] // a CR before the LF ends the line earlier
+	if end >= 0 {
+		line = line[:end]
+	}
+	if r := bytes.IndexByte(line, '\r'); r >= 0 {
 		end = r
 	}
 	if end < 0 {

@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/orchard-rl/orchard/internal/jsonscan"
+	"github.com/orchard-rl/orchard/proxy/assemble"
 )
 
 // stripTemplate lets the stripper skip the field lookups for a chunk that
@@ -21,6 +22,9 @@ type stripTemplate struct {
 	ok    bool
 	data  []byte
 	holes []stripHole // sorted, disjoint value spans of data
+	// spans: the hole values' extents in the chunk apply last matched (the
+	// assembler takes their ends from here instead of skipping them).
+	spans []assemble.Span
 }
 
 // stripHole is a value span of the template: nulled (an injected field) or
@@ -77,6 +81,7 @@ func (t *stripTemplate) apply(dst, data []byte) ([]byte, bool) {
 		return dst, false
 	}
 	at, from := 0, 0
+	t.spans = t.spans[:0]
 	for _, h := range t.holes {
 		seg := t.data[from:h.start]
 		if len(data)-at < len(seg) || string(data[at:at+len(seg)]) != string(seg) {
@@ -86,10 +91,21 @@ func (t *stripTemplate) apply(dst, data []byte) ([]byte, bool) {
 		if at >= len(data) || !jsonscan.SameKind(data[at], t.data[h.start]) {
 			return dst, false
 		}
-		end, ok := jsonscan.ValidValue(data, at)
+		k := len(t.spans)
+		t.spans = append(t.spans, assemble.Span{})
+		var end int
+		var ok bool
+		if h.null {
+			// A nulled object (logprobs): its entries' extents, found in the
+			// same scan, spare the assembler's walk finding their ends.
+			end, ok, t.spans = jsonscan.ValidValueElems(data, at, t.spans)
+		} else {
+			end, ok = jsonscan.ValidValue(data, at)
+		}
 		if !ok {
 			return dst, false
 		}
+		t.spans[k] = assemble.Span{Start: at, End: end}
 		dst = append(dst, seg...)
 		if h.null {
 			dst = append(dst, "null"...)

@@ -84,7 +84,7 @@ func genStream(r *rand.Rand) []byte {
 	choice := func(i int) string {
 		m := []string{fmt.Sprintf(`"index":%d`, i), `"delta":{"content":` + pick(`"a"`, `"tok"`, `"b\"c"`) + `}`}
 		if r.IntN(4) > 0 {
-			m = append(m, `"logprobs":`+pick("null", `{"content":[{"token":"a","logprob":-1}]}`, `{"content":[]}`))
+			m = append(m, `"logprobs":`+pick("null", `{"content":[{"token":"a","logprob":-1}]}`, `{"content":[]}`, `{"content":[{"token":"b","bytes":[98],"logprob":-2.5,"top_logprobs":[{"token":"c","logprob":-3}]}, {"logprob":null,"token":"d"},{"token":"e"}],"refusal":[1,{"x":[2]}]}`, `{"x":{"content":[1]},"content":[ {"top_logprobs":[{"logprob":-7}],"logprob":-0.5} ]}`))
 		}
 		if r.IntN(4) > 0 {
 			m = append(m, `"token_ids":`+pick("[1]", "[2,3]", "null", "[]", `"x"`, "7"))

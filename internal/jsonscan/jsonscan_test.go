@@ -42,6 +42,7 @@ func FuzzValid(f *testing.F) {
 		f.Add([]byte(tc.in))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		checkElems(t, b)
 		if Valid(b) {
 			if !gjson.ValidBytes(b) || !json.Valid(b) {
 				t.Fatalf("Valid(%q) but gjson %v, encoding/json %v", b, gjson.ValidBytes(b), json.Valid(b))
@@ -86,5 +87,48 @@ func TestValidStringBytes(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// checkElems holds ValidValueElems to ValidValue (same end and verdict at
+// every offset) and, where valid, to the elements SkipValue walks.
+func checkElems(t *testing.T, b []byte) {
+	t.Helper()
+	for i := range b {
+		end, ok := ValidValue(b, i)
+		gotEnd, gotOK, elems := ValidValueElems(b, i, nil)
+		if gotEnd != end || gotOK != ok {
+			t.Fatalf("%q at %d: ValidValueElems %d %v, ValidValue %d %v", b, i, gotEnd, gotOK, end, ok)
+		}
+		if !ok || b[i] != '{' {
+			continue
+		}
+		for _, e := range elems {
+			if e.Start <= i || e.End > end || SkipValue(b, e.Start) != e.End {
+				t.Fatalf("%q at %d: element %v", b, i, e)
+			}
+		}
+	}
+}
+
+func TestValidValueElems(t *testing.T) {
+	t.Parallel()
+	for _, tc := range validCases {
+		checkElems(t, []byte(tc.in))
+	}
+	doc := []byte(`{"content":[{"token":"a","logprob":-1,"top_logprobs":[]}, {"token":"b"} ],"x":{"y":[1]},"refusal":[],"z":[1 ,[2,3]]}`)
+	end, ok, elems := ValidValueElems(doc, 0, nil)
+	want := []string{`{"token":"a","logprob":-1,"top_logprobs":[]}`, `{"token":"b"}`, `1`, `[2,3]`}
+	if end != len(doc) || !ok || len(elems) != len(want) {
+		t.Fatalf("%d %v %v", end, ok, elems)
+	}
+	for k, e := range elems {
+		if string(doc[e.Start:e.End]) != want[k] {
+			t.Fatalf("element %d: %q, want %q", k, doc[e.Start:e.End], want[k])
+		}
+	}
+	checkElems(t, doc)
+	for n := range doc {
+		checkElems(t, doc[:n])
 	}
 }

@@ -222,3 +222,80 @@ func digits(b []byte, i int) int {
 // ValidValue reports whether a valid JSON value starts at b[i], and where it
 // ends.
 func ValidValue(b []byte, i int) (end int, ok bool) { return validValue(b, i, 0) }
+
+// Span is the extent of a value in a document: b[Start:End].
+type Span struct{ Start, End int }
+
+// ValidValueElems is ValidValue that, for an object, also appends to elems
+// the extents of the elements of its array members, in order (a logprobs
+// object's entries), found in the same scan. When it reports false, what
+// it appended is meaningless.
+func ValidValueElems(b []byte, i int, elems []Span) (int, bool, []Span) {
+	if i >= len(b) || b[i] != '{' || maxDepth < 2 {
+		end, ok := ValidValue(b, i)
+		return end, ok, elems
+	}
+	const depth = 1 // validValue(b, i, 0) validates the object at depth 1
+	i = SkipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1, true, elems
+	}
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return i, false, elems
+		}
+		var ok bool
+		if i, ok = validString(b, i); !ok {
+			return i, false, elems
+		}
+		i = SkipSpace(b, i)
+		if i >= len(b) || b[i] != ':' {
+			return i, false, elems
+		}
+		i = SkipSpace(b, i+1)
+		if i < len(b) && b[i] == '[' {
+			i, ok, elems = validArrayElems(b, i, depth+1, elems)
+		} else {
+			i, ok = validValue(b, i, depth)
+		}
+		if !ok {
+			return i, false, elems
+		}
+		i = SkipSpace(b, i)
+		switch {
+		case i >= len(b):
+			return i, false, elems
+		case b[i] == '}':
+			return i + 1, true, elems
+		case b[i] != ',':
+			return i, false, elems
+		}
+		i = SkipSpace(b, i+1)
+	}
+}
+
+// validArrayElems is validArray appending its elements' extents.
+func validArrayElems(b []byte, i, depth int, elems []Span) (int, bool, []Span) {
+	i = SkipSpace(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return i + 1, true, elems
+	}
+	for {
+		start := i
+		var ok bool
+		if i, ok = validValue(b, i, depth); !ok {
+			return i, false, elems
+		}
+		elems = append(elems, Span{start, i})
+		i = SkipSpace(b, i)
+		switch {
+		case i >= len(b):
+			return i, false, elems
+		case b[i] == ']':
+			return i + 1, true, elems
+		case b[i] != ',':
+			return i, false, elems
+		}
+		i = SkipSpace(b, i+1)
+	}
+}

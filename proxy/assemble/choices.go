@@ -42,10 +42,10 @@ func newChoices(chat bool) *choices {
 // validEvent is event for data known to be strictly valid JSON (the
 // proxy's stripper validated it): neither the template match nor the full
 // parse validates it again.
-func (c *choices) validEvent(name string, data []byte) {
-	c.valid = true
+func (c *choices) validEvent(name string, data []byte, spans []Span) {
+	c.valid, c.tpl.spans = true, spans
 	c.event(name, data)
-	c.valid = false
+	c.valid, c.tpl.spans = false, nil
 }
 
 func (c *choices) event(_ string, data []byte) {

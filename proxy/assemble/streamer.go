@@ -3,6 +3,7 @@ package assemble
 import (
 	"bytes"
 
+	"github.com/orchard-rl/orchard/internal/jsonscan"
 	"github.com/orchard-rl/orchard/internal/sse"
 	"github.com/orchard-rl/orchard/recorder"
 )
@@ -60,7 +61,19 @@ func (s *Streamer) Write(p []byte) (int, error) {
 // it gives up framing) go to Write. valid, when not nil, is a part of raw
 // that the caller found to be strictly valid JSON: when it is the event's
 // data, the chunk is not validated again.
-func (s *Streamer) Event(raw, valid []byte) {
+func (s *Streamer) Event(raw, valid []byte) { s.EventSpans(raw, valid, nil) }
+
+// Span is a JSON value's extent in an event's data: data[Start:End].
+type Span = jsonscan.Span
+
+// EventSpans is Event with the extents of some of valid's values, sorted by
+// Start, which the caller found while validating it (spans are ignored
+// unless valid is the event's data): the assembler takes a value's end
+// from them instead of scanning the value to find it. A span may be
+// followed by spans inside it: the elements of an object's array members
+// (jsonscan.ValidValueElems), which the logprobs walk takes. valid must
+// hold no line break (a data line's JSON, as the proxy's stripper finds it).
+func (s *Streamer) EventSpans(raw, valid []byte, spans []Span) {
 	if !s.checked {
 		if len(s.bom) > 0 || len(raw) > 0 && raw[0] == bom[0] {
 			s.Write(raw) // possibly a byte order mark: Write tells
@@ -72,21 +85,38 @@ func (s *Streamer) Event(raw, valid []byte) {
 		s.Write(raw) // after bytes Write holds, it frames this one
 		return
 	}
+	v, canValid := s.a.(validEventer)
+	if canValid && len(valid) > 0 && oneDataLine(raw, valid) {
+		v.validEvent("", valid, spans) // what Parse would find, without its scans
+		return
+	}
 	ev := sse.Parse(raw)
 	if !ev.HasData {
 		return
 	}
-	if v, ok := s.a.(validEventer); ok && len(valid) > 0 && len(valid) == len(ev.Data) && &valid[0] == &ev.Data[0] {
-		v.validEvent(ev.Name, ev.Data)
+	if canValid && len(valid) > 0 && len(valid) == len(ev.Data) && &valid[0] == &ev.Data[0] {
+		v.validEvent(ev.Name, ev.Data, spans)
 		return
 	}
 	s.a.event(ev.Name, ev.Data)
 }
 
+// oneDataLine reports whether raw is "data:", an optional space, valid (a
+// part of raw) and the blank line: an event that sse.Parse reads as
+// nameless with valid as its data, given that valid holds no line break.
+func oneDataLine(raw, valid []byte) bool {
+	k := len(raw) - len(valid) - 2
+	if k != 5 && k != 6 || string(raw[:5]) != "data:" || (raw[5] == ' ') != (k == 6) ||
+		&raw[k] != &valid[0] || string(raw[len(raw)-2:]) != "\n\n" {
+		return false
+	}
+	return true
+}
+
 // validEventer is an assembler that can skip validating an event's data
 // known to be strictly valid JSON.
 type validEventer interface {
-	validEvent(name string, data []byte)
+	validEvent(name string, data []byte, spans []Span)
 }
 
 func (s *Streamer) frame(p []byte) {

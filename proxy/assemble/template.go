@@ -29,7 +29,18 @@ type template struct {
 	ok    bool
 	data  []byte // the chunk, copied
 	holes []hole
-	vals  []val // scratch: the hole values of the chunk being matched
+	vals  []val       // scratch: the hole values of the chunk being matched
+	elems []holeElems // scratch: per hole, the caller's spans inside its value
+	// spans: known extents of values of the valid chunk being matched
+	// (see Streamer.EventSpans), or nil.
+	spans []Span
+}
+
+// holeElems are the spans inside a hole's value (a logprobs object's
+// entries) and the value's offset in the chunk, which they are relative to.
+type holeElems struct {
+	spans []Span
+	base  int
 }
 
 type holeKind uint8
@@ -99,7 +110,7 @@ func (t *template) replay(data []byte, valid bool) bool {
 		case holeIDs:
 			nIDs = h.ch.addIDs(v)
 		case holeLogprobs:
-			nLP = h.ch.lp.add(v, h.ch.c.chat)
+			nLP = h.ch.lp.addKnown(v, h.ch.c.chat, t.elems[i])
 		}
 	}
 	if ch != nil {
@@ -114,8 +125,9 @@ func (t *template) replay(data []byte, valid bool) bool {
 // validated: each hole then starts a value of a valid document (the bytes
 // before it parse as the template's do), so skipping finds its exact end.
 func (t *template) match(data []byte, valid bool) bool {
-	t.vals = t.vals[:0]
+	t.vals, t.elems = t.vals[:0], t.elems[:0]
 	at, from := 0, 0 // positions in data and in t.data
+	spans, k := t.spans, 0
 	for _, h := range t.holes {
 		seg := t.data[from:h.start]
 		if len(data)-at < len(seg) || string(data[at:at+len(seg)]) != string(seg) {
@@ -126,8 +138,20 @@ func (t *template) match(data []byte, valid bool) bool {
 			return false
 		}
 		var end int
+		var elems []Span
 		if valid {
-			end = jsonscan.SkipValue(data, at)
+			for k < len(spans) && spans[k].Start < at {
+				k++
+			}
+			if k < len(spans) && spans[k].Start == at {
+				end = spans[k].End // a valid value's extent, found by the caller
+				lo := k + 1
+				for k++; k < len(spans) && spans[k].Start < end; k++ {
+				}
+				elems = spans[lo:k]
+			} else {
+				end = jsonscan.SkipValue(data, at)
+			}
 		} else {
 			var ok bool
 			if end, ok = jsonscan.ValidValue(data, at); !ok {
@@ -135,6 +159,7 @@ func (t *template) match(data []byte, valid bool) bool {
 			}
 		}
 		t.vals = append(t.vals, val{raw: data[at:end], Type: jsonscan.TypeOf(data[at])})
+		t.elems = append(t.elems, holeElems{elems, at})
 		at, from = end, h.end
 	}
 	return string(data[at:]) == string(t.data[from:])

@@ -19,6 +19,7 @@ type logprobs struct {
 	arrays map[string]*jsonList
 	values []float32 // the sampled tokens' logprobs, in order
 	seen   bool
+	known  holeElems // during addKnown: the extents of v's array elements
 }
 
 // jsonList is a JSON array under construction: its elements' raw bytes,
@@ -113,6 +114,31 @@ func (l *logprobs) add(v val, chat bool) int {
 	}
 }
 
+// addKnown is add for a v that is strictly valid, with e the extents of
+// the elements of its array members (relative to e.base), found when it was
+// validated: an entry is not scanned past its "logprob" to find its end.
+func (l *logprobs) addKnown(v val, chat bool, e holeElems) int {
+	l.known = e
+	n := l.add(v, chat)
+	l.known = holeElems{}
+	return n
+}
+
+// knownEnd returns the end of the element at b[i] if addKnown was told it,
+// else -1.
+func (l *logprobs) knownEnd(i int) int {
+	k := &l.known
+	for len(k.spans) > 0 && k.spans[0].Start-k.base < i {
+		k.spans = k.spans[1:]
+	}
+	if len(k.spans) > 0 && k.spans[0].Start-k.base == i {
+		end := k.spans[0].End - k.base
+		k.spans = k.spans[1:]
+		return end
+	}
+	return -1
+}
+
 // addElems appends the elements of the array at b[i] to lst and, for the
 // lists of sampled-token entries (content: each entry's "logprob";
 // tokenLogprobs: the elements themselves), their logprobs to l.values. It
@@ -127,18 +153,24 @@ func (l *logprobs) addElems(lst *jsonList, b []byte, i int, content, tokenLogpro
 		if i >= len(b) || b[i] == ']' {
 			return i + 1, n
 		}
-		var end int
+		end := l.knownEnd(i)
 		switch {
 		case content:
 			var lp val
-			end, lp = entryLogprob(b, i)
+			if end >= 0 {
+				lp = firstLogprob(b, i)
+			} else {
+				end, lp = entryLogprob(b, i)
+			}
 			l.values = append(l.values, logprobOf(lp))
 			n++
 		case tokenLogprobs:
-			end = jsonscan.SkipValue(b, i)
+			if end < 0 {
+				end = jsonscan.SkipValue(b, i)
+			}
 			l.values = append(l.values, logprobOf(val{raw: b[i:end], Type: jsonscan.TypeOf(b[i])}))
 			n++
-		default:
+		case end < 0:
 			end = jsonscan.SkipValue(b, i)
 		}
 		lst.add(b[i:end])
@@ -169,6 +201,31 @@ func entryLogprob(b []byte, i int) (int, val) {
 		ve := jsonscan.SkipValue(b, i)
 		if !found && k.is("logprob") {
 			lp, found = val{raw: b[i:ve], Type: jsonscan.TypeOf(b[i])}, true
+		}
+		i = ve
+	}
+}
+
+// firstLogprob is entryLogprob's val for a valid value, without scanning
+// past the member it finds.
+func firstLogprob(b []byte, i int) val {
+	if b[i] != '{' {
+		return val{}
+	}
+	for i++; ; {
+		i = jsonscan.SkipSpace(b, i)
+		if i < len(b) && b[i] == ',' {
+			i = jsonscan.SkipSpace(b, i+1)
+		}
+		if i >= len(b) || b[i] == '}' {
+			return val{}
+		}
+		ke := jsonscan.SkipString(b, i)
+		k := val{raw: b[i:ke], Type: gjson.String}
+		i = jsonscan.SkipSpace(b, jsonscan.SkipSpace(b, ke)+1)
+		ve := jsonscan.SkipValue(b, i)
+		if k.is("logprob") {
+			return val{raw: b[i:ve], Type: jsonscan.TypeOf(b[i])}
 		}
 		i = ve
 	}

@@ -1,0 +1,83 @@
+package proxy
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"testing"
+
+	"github.com/orchard-rl/orchard/proxy/assemble"
+	"github.com/orchard-rl/orchard/recorder"
+)
+
+// BenchmarkStripAssemble measures the vLLM token path's per-chunk work on
+// the proxy: stripping the injected ids and logprobs from each chunk and
+// feeding it to the assembler, for a stream of n token chunks.
+func BenchmarkStripAssemble(b *testing.B) {
+	rules := stripRules{fields: []fieldRule{{name: "prompt_token_ids"}, {name: "token_ids", perChoice: true}, {name: "logprobs", perChoice: true}}}
+	for _, n := range []int{100, 1000} {
+		var body bytes.Buffer
+		body.WriteString(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1767225600,"model":"qwen","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}],"prompt_token_ids":[1,2,3]}` + "\n\n")
+		for i := range n {
+			fmt.Fprintf(&body, `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1767225600,"model":"qwen","choices":[{"index":0,"delta":{"content":" tok%d"},"logprobs":{"content":[{"token":" tok%d","logprob":-0.%d,"bytes":[32,116,111,107],"top_logprobs":[{"token":" tok%d","logprob":-0.%d,"bytes":[32,116,111,107]},{"token":" a","logprob":-3.%d,"bytes":[32,97]}]}]},"finish_reason":null,"token_ids":[%d]}]}`+"\n\n", i, i, i+1, i, i+1, i+7, 1000+i)
+		}
+		body.WriteString("data: [DONE]\n\n")
+		raw := body.Bytes()
+		b.Run(fmt.Sprintf("chunks=%d", n), func(b *testing.B) {
+			b.SetBytes(int64(len(raw)))
+			b.ReportAllocs()
+			for b.Loop() {
+				asm, _ := assemble.NewStreamer(recorder.APIChatCompletions)
+				s := newStripper(io.NopCloser(&chunkReader{b: raw, n: 4096}), rules, asm)
+				io.Copy(io.Discard, s)
+				s.Close()
+				if r := asm.Result(); !r.Done {
+					b.Fatal("not done")
+				}
+			}
+		})
+	}
+}
+
+type chunkReader struct {
+	b []byte
+	n int
+}
+
+func (c *chunkReader) Read(p []byte) (int, error) {
+	if len(c.b) == 0 {
+		return 0, io.EOF
+	}
+	k := copy(p[:min(len(p), c.n)], c.b)
+	c.b = c.b[k:]
+	return k, nil
+}
+
+// TestDataJSONEnd holds dataJSON's line end (the first CR or LF after the
+// object's start) to a search of both over the whole rest of the event.
+func TestDataJSONEnd(t *testing.T) {
+	for _, ev := range []string{
+		"data: {}", "data: {}\n\n", "data: {}\r\n\r\n", "data: {}\r", "data: {}\rx\n",
+		"data: {}\nx\r\n", "data: {\"a\":1}\n\n", "id: 1\ndata:{}\r\n\r\n", "data: {}x\n\n", "data: {\r}\n",
+	} {
+		b := []byte(ev)
+		start, end := dataJSON(b)
+		wantStart, wantEnd := -1, -1
+		if i := bytes.Index(b, []byte("data:")); i >= 0 {
+			s := i + 5
+			for s < len(b) && b[s] == ' ' {
+				s++
+			}
+			e := len(b)
+			if k := bytes.IndexAny(b[s:], "\r\n"); k >= 0 {
+				e = s + k
+			}
+			if s < len(b) && b[s] == '{' && b[e-1] == '}' {
+				wantStart, wantEnd = s, e
+			}
+		}
+		if start != wantStart || end != wantEnd {
+			t.Errorf("%q: %d %d, want %d %d", ev, start, end, wantStart, wantEnd)
+		}
+	}
+}
