@@ -63,25 +63,31 @@ type request struct {
 func parseRequest(r gjson.Result) request {
 	var q request
 	r.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
-		case "tools":
-			q.tools = v
-		case "functions":
-			q.functions = v
-		case "messages":
-			q.messages = v
-		case "input":
-			q.input = v
-		case "instructions":
-			q.instructions = v
-		case "system":
-			q.system = v
-		case "previous_response_id":
-			q.previous = v
-		}
+		q.set(k.Str, v)
 		return true
 	})
 	return q
+}
+
+// set keeps v when key names a field the classification reads; both
+// request parsers go through it.
+func (q *request) set(key string, v gjson.Result) {
+	switch key {
+	case "tools":
+		q.tools = v
+	case "functions":
+		q.functions = v
+	case "messages":
+		q.messages = v
+	case "input":
+		q.input = v
+	case "instructions":
+		q.instructions = v
+	case "system":
+		q.system = v
+	case "previous_response_id":
+		q.previous = v
+	}
 }
 
 // extract fills x.in with the message-level view of a call of api

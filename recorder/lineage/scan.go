@@ -147,23 +147,7 @@ func scanRequest(req []byte) (request, bool) {
 		return q, false
 	}
 	end, ok := scanMembers(req, i, false, func(k []byte, s, e int) bool {
-		v := spanResult(req, s, e)
-		switch string(k[1 : len(k)-1]) {
-		case "tools":
-			q.tools = v
-		case "functions":
-			q.functions = v
-		case "messages":
-			q.messages = v
-		case "input":
-			q.input = v
-		case "instructions":
-			q.instructions = v
-		case "system":
-			q.system = v
-		case "previous_response_id":
-			q.previous = v
-		}
+		q.set(string(k[1:len(k)-1]), spanResult(req, s, e))
 		return true
 	})
 	if !ok || jsonscan.SkipSpace(req, end) != len(req) {
