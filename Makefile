@@ -39,8 +39,9 @@ bench: build ## load benchmark side by side (docs/bench/*.json) + package benchm
 
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-lint: ## go vet, staticcheck, gofmt, and builds for darwin and linux/arm64
+lint: ## go vet, staticcheck, gofmt, go.mod tidy, and builds for darwin and linux/arm64
 	$(GO) vet $(PKGS)
+	$(GO) mod tidy -diff
 	$(GO) run $(STATICCHECK) $(PKGS)
 	test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: the files above need formatting (make fmt)"; exit 1; }
 	GOOS=darwin $(GO) build $(PKGS)
