@@ -30,6 +30,9 @@ func newPipelineMetrics(p *Pipeline) *pipelineMetrics {
 	queueLen := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "orchard", Subsystem: "recorder", Name: "queue_length", Help: "Calls waiting in the in-memory queue.",
 	}, func() float64 { return float64(len(p.queue)) })
+	queueBytes := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "orchard", Subsystem: "recorder", Name: "queue_bytes", Help: "Estimated memory held by the calls in the in-memory queue.",
+	}, func() float64 { return float64(p.queued.Load()) })
 	spillBytes := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "orchard", Subsystem: "recorder", Name: "spill_pending_bytes", Help: "Bytes of the spill file not yet replayed.",
 	}, func() float64 {
@@ -41,6 +44,6 @@ func newPipelineMetrics(p *Pipeline) *pipelineMetrics {
 		Namespace: "orchard", Subsystem: "recorder", Name: "spill_backlog_bytes",
 		Help: "Bytes of calls held in memory because the spill file cannot be written (a full disk).",
 	}, func() float64 { n, _ := p.spill.backlogSize(); return float64(n) })
-	m.collectors = []prometheus.Collector{m.queued, m.written, m.spilled, m.replayed, m.dropped, m.latency, queueLen, spillBytes, backlog}
+	m.collectors = []prometheus.Collector{m.queued, m.written, m.spilled, m.replayed, m.dropped, m.latency, queueLen, queueBytes, spillBytes, backlog}
 	return m
 }

@@ -26,8 +26,15 @@ type PipelineOptions struct {
 	// SpillDir holds the spill file (spill.log) and its replay offset
 	// (spill.off). Required; use a directory on local disk.
 	SpillDir string
-	// QueueSize is the capacity of the in-memory queue. Default 4096.
+	// QueueSize is the most calls the in-memory queue holds. Default 4096.
 	QueueSize int
+	// QueueBytes bounds the memory the queued calls hold (their bodies and
+	// token arrays, estimated): past it, as past QueueSize, calls go to
+	// the spill file, so that a store that falls behind costs disk rather
+	// than the proxy's memory. A call always enters an empty queue. Beyond
+	// the queue, the writer holds at most the calls of the write in flight
+	// and of the next one (4*BatchSize each). Default 32 MiB.
+	QueueBytes int
 	// BatchSize is how many queued calls start a store write at once (else
 	// BatchDelay does). Calls that queue up while a write is in flight go
 	// in writes of at most 4*BatchSize. Default 64.
@@ -67,6 +74,9 @@ func (o *PipelineOptions) defaults() {
 	if o.QueueSize <= 0 {
 		o.QueueSize = 4096
 	}
+	if o.QueueBytes <= 0 {
+		o.QueueBytes = 32 << 20
+	}
 	if o.BatchSize <= 0 {
 		o.BatchSize = 64
 	}
@@ -98,10 +108,12 @@ type Pipeline struct {
 	opts  PipelineOptions
 	log   *slog.Logger
 	queue chan *Call
-	kick  chan struct{} // Record spilled a call: replay it soon
-	spill spill
-	m     *pipelineMetrics
-	drops atomic.Int64
+	// queued is the memory the calls in queue hold (see Call.heldBytes).
+	queued atomic.Int64
+	kick   chan struct{} // Record spilled a call: replay it soon
+	spill  spill
+	m      *pipelineMetrics
+	drops  atomic.Int64
 
 	mu      sync.RWMutex // guards following
 	started bool
@@ -128,8 +140,8 @@ func NewPipeline(store Writer, opts PipelineOptions) *Pipeline {
 
 // Collectors returns the pipeline's Prometheus collectors for the caller
 // to register: orchard_recorder_{queued,written,spilled,replayed}_total,
-// orchard_recorder_write_duration_seconds, orchard_recorder_queue_length
-// and orchard_recorder_spill_pending_bytes.
+// orchard_recorder_write_duration_seconds, orchard_recorder_queue_length,
+// orchard_recorder_queue_bytes and orchard_recorder_spill_pending_bytes.
 func (p *Pipeline) Collectors() []prometheus.Collector { return p.m.collectors }
 
 // Record hands c to the pipeline. It never blocks on storage and never
@@ -142,17 +154,10 @@ func (p *Pipeline) Record(c *Call) {
 		c.CallID = randomCallID()
 	}
 	prepare(c) // here, in parallel, rather than on the single writer
-	p.mu.RLock()
-	if !p.stopped {
-		select {
-		case p.queue <- c:
-			p.mu.RUnlock()
-			p.m.queued.Inc()
-			return
-		default:
-		}
+	if p.enqueue(c) {
+		p.m.queued.Inc()
+		return
 	}
-	p.mu.RUnlock()
 	if err := p.spill.append([]*Call{c}); err != nil {
 		p.log.Error("spill call; holding it in memory", "call", c.CallID, "err", err)
 	}
@@ -160,6 +165,33 @@ func (p *Pipeline) Record(c *Call) {
 	case p.kick <- struct{}{}:
 	default:
 	}
+}
+
+// enqueue puts c on the queue if the pipeline is running and the queue
+// has room for it, in calls and in bytes.
+func (p *Pipeline) enqueue(c *Call) bool {
+	c.held = c.heldBytes()
+	if n := p.queued.Add(c.held); n > int64(p.opts.QueueBytes) && n > c.held {
+		p.queued.Add(-c.held)
+		return false
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if !p.stopped {
+		select {
+		case p.queue <- c:
+			return true
+		default:
+		}
+	}
+	p.queued.Add(-c.held)
+	return false
+}
+
+// dequeue takes c, received from the queue, off the queue's byte count.
+func (p *Pipeline) dequeue(c *Call) *Call {
+	p.queued.Add(-c.held)
+	return c
 }
 
 func randomCallID() string {
@@ -225,7 +257,7 @@ func (p *Pipeline) drainQueueToSpill() {
 	for {
 		select {
 		case c := <-p.queue:
-			calls = append(calls, c)
+			calls = append(calls, p.dequeue(c))
 		default:
 			if err := p.spill.append(calls); err != nil {
 				p.log.Error("spill calls at shutdown", "calls", len(calls), "err", err)

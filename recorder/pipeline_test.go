@@ -267,6 +267,49 @@ func TestPipelineQueueFull(t *testing.T) {
 	}
 }
 
+// TestPipelineQueueBytes: the queue also stops at QueueBytes; a call
+// larger than the bound still enters an empty queue; the byte count goes
+// back to zero as the writer takes the calls.
+func TestPipelineQueueBytes(t *testing.T) {
+	s := newFakeStore()
+	opts := testOptions(t)
+	one := testCall("ep", "probe", 0)
+	prepare(one)
+	size := one.heldBytes()
+	opts.QueueBytes = int(3*size + size/2) // room for three calls
+	p := NewPipeline(s, opts)
+	ids := recordN(p, "b", 10)
+	if c := countsOf(p); c.queued != 3 || c.spilled != 7 {
+		t.Fatalf("counts before Start = %+v, want 3 queued, 7 spilled", c)
+	}
+	if got := p.queued.Load(); got != 3*size {
+		t.Fatalf("queued bytes = %d, want %d", got, 3*size)
+	}
+	stop := startPipeline(t, p)
+	s.waitFor(t, "10 calls", hasAll(10))
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.queued.Load(); got != 0 {
+		t.Fatalf("queued bytes after drain = %d, want 0", got)
+	}
+	s.mu.Lock()
+	for _, id := range ids {
+		if s.got[id] != 1 {
+			t.Errorf("call %s delivered %d times, want 1", id, s.got[id])
+		}
+	}
+	s.mu.Unlock()
+
+	big := NewPipeline(newFakeStore(), testOptions(t))
+	big.opts.QueueBytes = 1
+	recordN(big, "big", 2)
+	if c := countsOf(big); c.queued != 1 || c.spilled != 1 {
+		t.Fatalf("QueueBytes 1: counts = %+v, want 1 queued, 1 spilled", c)
+	}
+	big.drainQueueToSpill()
+}
+
 // TestPipelineSlowStore: a write that hangs past SlowAfter has its calls
 // spilled, so they survive a crash; once the store answers they are all
 // stored (the replay re-sends some: stores skip known ids).

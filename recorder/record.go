@@ -77,6 +77,24 @@ type Call struct {
 	// prep is the episode-independent part of encoding the call, done by
 	// [Pipeline.Record] on the caller's goroutine (see prepare).
 	prep *prepared
+	// held is what heldBytes said when the call entered a pipeline's queue.
+	held int64
+}
+
+// heldBytes estimates the memory c holds: its bodies, token arrays and
+// prepared metadata, and a fixed allowance for the rest.
+func (c *Call) heldBytes() int64 {
+	n := 1024 + len(c.Request) + len(c.Response) + len(c.Usage) + len(c.Error)
+	if t := c.Tokens; t != nil {
+		n += 4 * (len(t.PromptIDs) + len(t.CompletionIDs) + len(t.Logprobs))
+		for _, ch := range t.Choices {
+			n += 4 * (len(ch.CompletionIDs) + len(ch.Logprobs))
+		}
+	}
+	if c.prep != nil {
+		n += len(c.prep.meta) + 4*len(c.prep.prompt)
+	}
+	return int64(n)
 }
 
 // Tokens holds the engine's own token ids for a call, when the upstream

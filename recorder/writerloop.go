@@ -43,11 +43,17 @@ func (l *writerLoop) run(ctx context.Context) {
 	sync := time.NewTicker(l.p.opts.SyncInterval)
 	defer sync.Stop()
 	for {
+		// A full batch leaves the rest in the queue, where QueueBytes
+		// bounds it (and overflows to the spill file).
+		queue := l.p.queue
+		if len(l.batch) >= l.flightMax() {
+			queue = nil
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case c := <-l.p.queue:
-			l.take(c)
+		case c := <-queue:
+			l.take(l.p.dequeue(c))
 		case <-l.batchC:
 			l.batchC = nil
 			l.flush()
@@ -240,7 +246,7 @@ func (l *writerLoop) drain() error {
 	for {
 		select {
 		case c := <-l.p.queue:
-			l.batch = append(l.batch, c)
+			l.batch = append(l.batch, l.p.dequeue(c))
 			continue
 		default:
 		}
