@@ -59,6 +59,10 @@ func (h *Handler) record(x *exchange) {
 	// transport can keep a connection's last request (and so x) reachable
 	// until the next one, and a stream's assembly state holds its token ids.
 	x.asm, x.reqBody, x.sent = nil, nil, nil
+	// The request is the body jsonscan or encoding/json found valid, or
+	// keepBytes' JSON string; the response is the assembler's (valid by
+	// construction: FuzzStream holds it to that), jsonOrString's or empty.
+	c.Checked = true
 	h.order.submit(x, c, h.release)
 }
 

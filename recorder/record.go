@@ -77,6 +77,11 @@ type Call struct {
 	// prep is the episode-independent part of encoding the call, done by
 	// [Pipeline.Record] on the caller's goroutine (see prepare).
 	prep *prepared
+	// Checked says whoever built this call in memory found Request and
+	// Response each to be one valid JSON value (or empty), so that a
+	// reader of the call (the lineage tracker) need not validate them
+	// again. It is not stored: a call read back has it false.
+	Checked bool `json:"-"`
 	// held is what heldBytes said when the call entered a pipeline's queue.
 	held int64
 }

@@ -5,6 +5,8 @@ package proxytest
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -21,17 +23,47 @@ import (
 )
 
 // Sink collects records in the order the proxy hands them over. It is a
-// [proxy.Sink]; read it from one goroutine.
+// [proxy.Sink]; read it from one goroutine. Every record it takes must
+// keep the promise of [recorder.Call.Checked] (Request and Response each
+// empty or one valid JSON value); a test that reads one that does not
+// fails.
 type Sink struct {
 	ch    chan *recorder.Call
 	stash []*recorder.Call // records passed over by ForHarness
+	bad   chan string      // broken Checked promises, reported by Next and ForHarness
 }
 
 // NewSink returns an empty Sink.
-func NewSink() *Sink { return &Sink{ch: make(chan *recorder.Call, 4096)} }
+func NewSink() *Sink {
+	return &Sink{ch: make(chan *recorder.Call, 4096), bad: make(chan string, 4096)}
+}
 
 // Record implements [proxy.Sink].
-func (s *Sink) Record(c *recorder.Call) { s.ch <- c }
+func (s *Sink) Record(c *recorder.Call) {
+	validOrEmpty := func(b []byte) bool { return len(b) == 0 || json.Valid(b) }
+	switch {
+	case !c.Checked:
+		s.bad <- c.CallID + ": Checked is false"
+	case !validOrEmpty(c.Request):
+		s.bad <- fmt.Sprintf("%s: Checked, but the request is not valid JSON: %.200q", c.CallID, c.Request)
+	case !validOrEmpty(c.Response):
+		s.bad <- fmt.Sprintf("%s: Checked, but the response is not valid JSON: %.200q", c.CallID, c.Response)
+	}
+	s.ch <- c
+}
+
+// broken fails t with the broken Checked promises seen so far.
+func (s *Sink) broken(t testing.TB) {
+	t.Helper()
+	for {
+		select {
+		case why := <-s.bad:
+			t.Errorf("record %s", why)
+		default:
+			return
+		}
+	}
+}
 
 // Pending reports how many records arrived that no call has taken yet.
 func (s *Sink) Pending() int { return len(s.ch) + len(s.stash) }
@@ -40,6 +72,7 @@ func (s *Sink) Pending() int { return len(s.ch) + len(s.stash) }
 // failure; it is not synchronisation.
 func (s *Sink) Next(t testing.TB) *recorder.Call {
 	t.Helper()
+	defer s.broken(t)
 	if len(s.stash) > 0 {
 		c := s.stash[0]
 		s.stash = s.stash[1:]
@@ -59,6 +92,7 @@ func (s *Sink) Next(t testing.TB) *recorder.Call {
 // another order than the calls were answered.
 func (s *Sink) ForHarness(t testing.TB, ua string) *recorder.Call {
 	t.Helper()
+	defer s.broken(t)
 	for i, c := range s.stash {
 		if c.Harness == ua {
 			s.stash = append(s.stash[:i:i], s.stash[i+1:]...)

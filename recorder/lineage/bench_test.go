@@ -51,7 +51,8 @@ func chatEpisode(turns int, withTokens bool) []*recorder.Call {
 // BenchmarkObserve measures the cost per call of classifying a 300-turn
 // agent episode whose prompts grow from 14k to 38k tokens (20k on
 // average; ~56-120 KB of request JSON), as the proxy would pay it per
-// recorded call. state-B/episode is the heap the tracker keeps for the
+// recorded call (vllm-checked: with the calls' JSON known valid, as the
+// proxy's are). state-B/episode is the heap the tracker keeps for the
 // whole episode.
 func BenchmarkObserve(b *testing.B) {
 	for _, bc := range []struct {
@@ -62,6 +63,7 @@ func BenchmarkObserve(b *testing.B) {
 		{"messages", chatEpisode(300, false)},
 		{"tokens+messages", chatEpisode(300, true)},
 		{"vllm", vllmEpisode(300)},
+		{"vllm-checked", checked(vllmEpisode(300))},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			tr := NewTracker(Options{})
@@ -77,6 +79,14 @@ func BenchmarkObserve(b *testing.B) {
 			b.ReportMetric(episodeHeap(bc.calls), "state-B/episode")
 		})
 	}
+}
+
+// checked marks calls as the proxy does: their JSON is known valid.
+func checked(calls []*recorder.Call) []*recorder.Call {
+	for _, c := range calls {
+		c.Checked = true
+	}
+	return calls
 }
 
 func episodeHeap(calls []*recorder.Call) float64 {

@@ -344,7 +344,7 @@ func (e *episode) messageView(c *recorder.Call) (view, bool) {
 		}
 		in := &e.msgIn
 		in.reset()
-		x := extractor{in: in, memo: s.memo}
+		x := extractor{in: in, memo: s.memo, checked: c.Checked}
 		prev, ok := x.extract(c.API, c.Request, c.Response)
 		if !ok || len(in.prompt) == 0 {
 			return nil, true

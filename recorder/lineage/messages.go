@@ -32,6 +32,9 @@ type extractor struct {
 	// gjsonOnly makes extract find every field with gjson, as it did
 	// before scan.go; the differential test compares the two.
 	gjsonOnly bool
+	// checked says the request and response are known to be valid JSON
+	// (recorder.Call.Checked): the scans skip values without validating.
+	checked bool
 }
 
 // maxMemo bounds an extractor's memo; past it the memo starts over.
@@ -97,7 +100,7 @@ func (q *request) set(key string, v gjson.Result) {
 func (x *extractor) extract(api recorder.API, req, resp []byte) (prevID string, ok bool) {
 	q, ok := request{}, false
 	if !x.gjsonOnly {
-		q, ok = scanRequest(req)
+		q, ok = scanRequest(req, x.checked)
 	}
 	if !ok {
 		r := gjson.Parse(transient(req))
@@ -184,7 +187,7 @@ func (x *extractor) chat(q request, resp []byte, out gjson.Result) {
 	var csBuf [1]choice
 	cs, isArray, ok := csBuf[:0], false, false
 	if !x.gjsonOnly {
-		cs, isArray, ok = scanChoices(resp, cs)
+		cs, isArray, ok = scanChoices(resp, x.checked, cs)
 	}
 	switch {
 	case ok && !isArray:

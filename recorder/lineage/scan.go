@@ -137,16 +137,16 @@ func get(v gjson.Result, valid bool, key string) gjson.Result {
 	return r
 }
 
-// scanRequest is parseRequest over a request it validates on the way; it
-// reports false if the request is not a valid JSON object without escaped
-// keys.
-func scanRequest(req []byte) (request, bool) {
+// scanRequest is parseRequest over a request it validates on the way
+// (unless checked says it is known valid); it reports false if the request
+// is not a valid JSON object without escaped keys.
+func scanRequest(req []byte, checked bool) (request, bool) {
 	var q request
 	i := jsonscan.SkipSpace(req, 0)
 	if i >= len(req) || req[i] != '{' {
 		return q, false
 	}
-	end, ok := scanMembers(req, i, false, func(k []byte, s, e int) bool {
+	end, ok := scanMembers(req, i, checked, func(k []byte, s, e int) bool {
 		q.set(string(k[1:len(k)-1]), spanResult(req, s, e))
 		return true
 	})
@@ -163,11 +163,12 @@ type choice struct{ index, message gjson.Result }
 // scanChoices returns, for each element of resp's "choices" (its first
 // top-level one, as gjson's Get finds it), c.Get("index") and
 // c.Get("message"), validating the choices element by element as it finds
-// them: the logprobs and token ids of a vLLM choice are walked once. isArray
+// them (unless checked says resp is known valid: then they are only
+// skipped): the logprobs and token ids of a vLLM choice are walked once. isArray
 // is false where there are no choices or they are not an array; ok is
 // false where it cannot tell (not an object, invalid JSON, an escaped key)
 // and the caller asks gjson. The result is appended to buf.
-func scanChoices(resp []byte, buf []choice) (cs []choice, isArray, ok bool) {
+func scanChoices(resp []byte, checked bool, buf []choice) (cs []choice, isArray, ok bool) {
 	i := jsonscan.SkipSpace(resp, 0)
 	if i >= len(resp) || resp[i] != '{' {
 		return buf, false, false
@@ -180,7 +181,7 @@ func scanChoices(resp []byte, buf []choice) (cs []choice, isArray, ok bool) {
 		if i >= len(resp) || resp[i] != '"' {
 			return buf, false, false
 		}
-		ke, ok := jsonscan.ValidValue(resp, i)
+		ke, ok := skip(resp, i, checked)
 		if !ok || bytes.IndexByte(resp[i:ke], '\\') >= 0 {
 			return buf, false, false
 		}
@@ -191,12 +192,12 @@ func scanChoices(resp []byte, buf []choice) (cs []choice, isArray, ok bool) {
 		v := jsonscan.SkipSpace(resp, j+1)
 		if keyIs(resp[i:ke], "choices") {
 			if v >= len(resp) || resp[v] != '[' {
-				_, ok := jsonscan.ValidValue(resp, v)
+				_, ok := skip(resp, v, checked)
 				return buf, false, ok
 			}
-			return scanChoiceArray(resp, v, buf)
+			return scanChoiceArray(resp, v, checked, buf)
 		}
-		e, ok := jsonscan.ValidValue(resp, v)
+		e, ok := skip(resp, v, checked)
 		if !ok {
 			return buf, false, false
 		}
@@ -216,7 +217,7 @@ func scanChoices(resp []byte, buf []choice) (cs []choice, isArray, ok bool) {
 }
 
 // scanChoiceArray is scanChoices' walk of the array at b[i].
-func scanChoiceArray(b []byte, i int, buf []choice) ([]choice, bool, bool) {
+func scanChoiceArray(b []byte, i int, checked bool, buf []choice) ([]choice, bool, bool) {
 	i = jsonscan.SkipSpace(b, i+1)
 	if i < len(b) && b[i] == ']' {
 		return buf, true, true
@@ -226,7 +227,7 @@ func scanChoiceArray(b []byte, i int, buf []choice) ([]choice, bool, bool) {
 		var hasIndex, hasMessage, ok bool
 		e := i
 		if i < len(b) && b[i] == '{' {
-			e, ok = scanMembers(b, i, false, func(k []byte, s, e int) bool {
+			e, ok = scanMembers(b, i, checked, func(k []byte, s, e int) bool {
 				switch {
 				case !hasIndex && keyIs(k, "index"):
 					c.index, hasIndex = spanResult(b, s, e), true
@@ -237,7 +238,7 @@ func scanChoiceArray(b []byte, i int, buf []choice) ([]choice, bool, bool) {
 			})
 		}
 		if !ok {
-			if e, ok = jsonscan.ValidValue(b, i); !ok {
+			if e, ok = skip(b, i, checked); !ok {
 				return buf, false, false
 			}
 			el := spanResult(b, i, e)

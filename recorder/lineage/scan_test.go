@@ -1,6 +1,7 @@
 package lineage
 
 import (
+	"encoding/json"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -9,19 +10,29 @@ import (
 )
 
 // extractBoth runs extract on req and resp with jsonscan and with gjson
-// only, and fails if the two differ in anything they return or fill.
+// only, and fails if the two differ in anything they return or fill; where
+// both are valid JSON (or empty), also with the scans told so (a call
+// whose Checked is set), which must not differ either.
 func extractBoth(t *testing.T, api recorder.API, req, resp []byte) {
 	t.Helper()
-	run := func(gjsonOnly bool) (string, bool, seqInput[uint64]) {
+	run := func(gjsonOnly, checked bool) (string, bool, seqInput[uint64]) {
 		var in seqInput[uint64]
-		x := extractor{in: &in, memo: make(map[uint64]uint64), gjsonOnly: gjsonOnly}
+		x := extractor{in: &in, memo: make(map[uint64]uint64), gjsonOnly: gjsonOnly, checked: checked}
 		prev, ok := x.extract(api, req, resp)
 		return prev, ok, in
 	}
-	prev1, ok1, in1 := run(false)
-	prev2, ok2, in2 := run(true)
+	prev1, ok1, in1 := run(false, false)
+	prev2, ok2, in2 := run(true, false)
 	if prev1 != prev2 || ok1 != ok2 || !reflect.DeepEqual(in1, in2) {
 		t.Fatalf("%s %q %q:\njsonscan: %q %v %+v\ngjson:    %q %v %+v", api, req, resp, prev1, ok1, in1, prev2, ok2, in2)
+	}
+	validOrEmpty := func(b []byte) bool { return len(b) == 0 || json.Valid(b) }
+	if !validOrEmpty(req) || !validOrEmpty(resp) {
+		return
+	}
+	prev3, ok3, in3 := run(false, true)
+	if prev3 != prev2 || ok3 != ok2 || !reflect.DeepEqual(in3, in2) {
+		t.Fatalf("%s %q %q:\nchecked: %q %v %+v\ngjson:   %q %v %+v", api, req, resp, prev3, ok3, in3, prev2, ok2, in2)
 	}
 }
 
