@@ -18,7 +18,7 @@ type choice struct {
 	index  int64
 	fields object // choice-level fields; "message"/"text"/"logprobs"/"token_ids" are placeholders
 	msg    object // chat message fields; text keys are placeholders
-	texts  map[string][]byte
+	texts  texts
 	tools  map[int64]*toolCall
 	lp     logprobs
 	ids    idList
@@ -78,8 +78,9 @@ func (ch *choice) add(v val, chat bool) {
 // template replays them (see template.go), so each is one method.
 
 func (ch *choice) completionText(f val) {
-	ch.fields.put("text", nullJSON)
-	ch.appendText("text", f)
+	if !ch.texts.add("text", f) {
+		ch.fields.put("text", nullJSON)
+	}
 }
 
 // addIDs appends a chunk's token_ids and returns how many there were (-1
@@ -95,8 +96,9 @@ func (ch *choice) addIDs(f val) int {
 }
 
 func (ch *choice) deltaText(key string, f val) {
-	ch.msg.put(key, nullJSON)
-	ch.appendText(key, f)
+	if !ch.texts.add(key, f) {
+		ch.msg.put(key, nullJSON)
+	}
 }
 
 func (t *toolCall) addArgs(f val) {
@@ -113,12 +115,37 @@ func (ch *choice) checkCounts(nIDs, nLP int) {
 	}
 }
 
-// appendText appends a string value's text to the text field k.
-func (ch *choice) appendText(k string, s val) {
-	if ch.texts == nil {
-		ch.texts = map[string][]byte{}
+// texts are a choice's concatenated text fields, in the order their keys
+// first came. A choice has one or two (a handful of keys exist): a list
+// is searched faster than a map is hashed, once per chunk.
+type texts []textField
+
+type textField struct {
+	key string
+	b   []byte
+}
+
+// add appends the string value s's text to the field k and reports
+// whether k was there before.
+func (t *texts) add(k string, s val) bool {
+	for i := range *t {
+		if f := &(*t)[i]; f.key == k {
+			f.b = s.appendString(f.b)
+			return true
+		}
 	}
-	ch.texts[k] = s.appendString(ch.texts[k])
+	*t = append(*t, textField{key: k, b: s.appendString(nil)})
+	return false
+}
+
+// get returns the text of field k and whether it is there.
+func (t texts) get(k string) ([]byte, bool) {
+	for _, f := range t {
+		if f.key == k {
+			return f.b, true
+		}
+	}
+	return nil, false
 }
 
 // textKey returns the text key k names ("" if none), as a constant string
@@ -140,7 +167,7 @@ func (ch *choice) delta(d val) {
 			ch.c.note(holeText, f, ch, key, nil)
 			ch.deltaText(key, f)
 		case key != "":
-			if _, seen := ch.texts[key]; !seen {
+			if _, seen := ch.texts.get(key); !seen {
 				ch.msg.mergeRaw(k, f.raw)
 			}
 		case k.text() == "tool_calls" && f.IsArray():
@@ -207,7 +234,7 @@ func (ch *choice) prepare(chat bool) (out object, lp, ids bool) {
 	if chat && out.has("message") {
 		out.set("message", ch.message())
 	}
-	if s, ok := ch.texts["text"]; ok {
+	if s, ok := ch.texts.get("text"); ok {
 		out.set("text", quote(string(s)))
 	}
 	return out, out.has("logprobs") && ch.lp.seen, out.has("token_ids") && ch.ids.seen
@@ -241,8 +268,8 @@ func (ch *choice) appendTo(b []byte, out *object, lp, ids bool) []byte {
 
 func (ch *choice) message() []byte {
 	m := ch.msg
-	for k, s := range ch.texts {
-		m.set(k, quote(string(s)))
+	for _, f := range ch.texts {
+		m.set(f.key, quote(string(f.b)))
 	}
 	if m.has("tool_calls") {
 		idx := make([]int64, 0, len(ch.tools))
