@@ -246,7 +246,7 @@ func (t *tee) Read(p []byte) (int, error) {
 // deferAssembly is how much of a stream the tee keeps raw for the record
 // worker to assemble, rather than assembling it as it flows: most agent
 // turns fit, and their assembly stays off the path the client waits on.
-const deferAssembly = 128 << 10
+const deferAssembly = 64 << 10
 
 // collect keeps what the record needs of the next body bytes.
 func (x *exchange) collect(p []byte) {
