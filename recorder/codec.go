@@ -78,6 +78,7 @@ type callRefs struct {
 	toks      []int32                // prompt ids followed by completion ids
 	lent      bool                   // toks' spare capacity belongs to a later call's toks (see extendToks)
 	meta      metaMap
+	size      int // bytes' answer, 0 until asked or after toks and layouts change
 }
 
 // history maps call ids to their refs, remembering arrival order.

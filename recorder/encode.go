@@ -307,7 +307,7 @@ func (e *EpisodeEncoder) remember(id string, d *doc, t *Tokens, mm metaMap, base
 	// base only loses the bodySame shortcut.
 	for i := 0; i < len(e.hist.order)-tokenWindow; i++ {
 		r := e.hist.byID[e.hist.order[i]]
-		r.toks, r.layouts = nil, [2][]byte{}
+		r.toks, r.layouts, r.size = nil, [2][]byte{}, 0
 	}
 }
 
@@ -393,7 +393,7 @@ func extendToks(base *callRefs, prefix int, tail []int32) []int32 {
 // later calls' prompts extend.
 func (r *callRefs) addCompletion(ids []int32) {
 	if len(ids) > 0 {
-		r.toks = append(r.toks, ids...)
+		r.toks, r.size = append(r.toks, ids...), 0
 	}
 }
 
@@ -429,4 +429,37 @@ func resolveBody(b *docBody, base map[string][]BlockHash) error {
 		f.refs = append(append(make([]BlockHash, 0, k+len(f.refs)), src[:k]...), f.refs...)
 	}
 	return nil
+}
+
+// Bytes estimates the memory the encoder's dedup state holds: the block
+// addresses it knows and the refs, token ids, layouts and metadata of the
+// calls it remembers. Stores bound their encoders by it.
+func (e *EpisodeEncoder) Bytes() int {
+	const mapEntry = 48 // per map entry beyond its key and value
+	n := 256 + len(e.known)*(len(BlockHash{})+mapEntry)
+	for id, r := range e.hist.byID {
+		n += len(id) + mapEntry + r.bytes()
+	}
+	return n
+}
+
+func (r *callRefs) bytes() int {
+	if r.size == 0 {
+		r.size = r.count()
+	}
+	return r.size
+}
+
+func (r *callRefs) count() int {
+	const mapEntry = 48
+	n := 128 + len(r.layouts[0]) + len(r.layouts[1]) + 4*len(r.toks)
+	for _, refs := range [2]map[string][]BlockHash{r.req, r.resp} {
+		for k, hs := range refs {
+			n += len(k) + mapEntry + 24 + len(hs)*len(BlockHash{})
+		}
+	}
+	for k, v := range r.meta {
+		n += len(k) + len(v) + mapEntry
+	}
+	return n
 }

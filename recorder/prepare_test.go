@@ -57,3 +57,28 @@ func TestPreparedEncodesTheSame(t *testing.T) {
 		}
 	}
 }
+
+// TestEncoderBytes: an encoder's estimated size grows as it learns blocks,
+// and its per-call cache always equals a fresh count (a call's token ids
+// and layouts are dropped once it leaves the token window).
+func TestEncoderBytes(t *testing.T) {
+	e := NewEpisodeEncoder(true)
+	prev := e.Bytes()
+	for i, c := range vllmEpisode(30) {
+		if _, _, err := e.Encode(c); err != nil {
+			t.Fatal(err)
+		}
+		got := e.Bytes()
+		fresh := 256 + len(e.known)*(len(BlockHash{})+48)
+		for id, r := range e.hist.byID {
+			fresh += len(id) + 48 + r.count()
+		}
+		if got != fresh {
+			t.Fatalf("call %d: Bytes %d, a fresh count %d", i, got, fresh)
+		}
+		if i < 3 && got <= prev {
+			t.Fatalf("call %d: Bytes %d did not grow from %d", i, got, prev)
+		}
+		prev = got
+	}
+}

@@ -74,14 +74,15 @@ type Call struct {
 	Tokens           *Tokens         `json:"tokens,omitempty"`
 	Lineage          *Lineage        `json:"lineage,omitempty"`
 
-	// prep is the episode-independent part of encoding the call, done by
-	// [Pipeline.Record] on the caller's goroutine (see prepare).
-	prep *prepared
 	// Checked says whoever built this call in memory found Request and
 	// Response each to be one valid JSON value (or empty), so that a
 	// reader of the call (the lineage tracker) need not validate them
 	// again. It is not stored: a call read back has it false.
 	Checked bool `json:"-"`
+
+	// prep is the episode-independent part of encoding the call, done by
+	// [Pipeline.Record] on the caller's goroutine (see prepare).
+	prep *prepared
 	// held is what heldBytes said when the call entered a pipeline's queue.
 	held int64
 }

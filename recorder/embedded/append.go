@@ -179,7 +179,8 @@ func (s *Store) rebuildEncoderLocked(episode string) *recorder.EpisodeEncoder {
 }
 
 // evictEncoderLocked drops the least recently used encoder. A scan is
-// fine: it runs once per MaxEncoders-th new episode at most.
+// fine: it runs once per MaxEncoders-th new episode, or once per encoder
+// over MaxEncoderBytes, at most.
 func (s *Store) evictEncoderLocked() {
 	oldest, at := "", uint64(0)
 	for ep, t := range s.encoderUse {
@@ -187,8 +188,31 @@ func (s *Store) evictEncoderLocked() {
 			oldest, at = ep, t
 		}
 	}
-	delete(s.encoders, oldest)
-	delete(s.encoderUse, oldest)
+	s.forgetEncoderLocked(oldest)
+}
+
+// forgetEncoderLocked drops an episode's encoder.
+func (s *Store) forgetEncoderLocked(ep string) {
+	s.encoderSum -= s.encoderSize[ep]
+	delete(s.encoders, ep)
+	delete(s.encoderUse, ep)
+	delete(s.encoderSize, ep)
+}
+
+// sizeEncodersLocked notes the size of the encoders of eps, just written,
+// then drops the least recently written encoders while their sum is over
+// Options.MaxEncoderBytes (the last one written stays).
+func (s *Store) sizeEncodersLocked(eps map[string]bool) {
+	for ep := range eps {
+		if e := s.encoders[ep]; e != nil {
+			n := e.Bytes()
+			s.encoderSum += n - s.encoderSize[ep]
+			s.encoderSize[ep] = n
+		}
+	}
+	for s.encoderSum > s.opts.MaxEncoderBytes && len(s.encoders) > 1 {
+		s.evictEncoderLocked()
+	}
 }
 
 // readCall reads and unpacks the call frame at l.

@@ -43,3 +43,58 @@ func TestEncoderBound(t *testing.T) {
 		storetest.AssertCalls(t, got, want)
 	}
 }
+
+// TestEncoderBytesBound: the encoders' estimated bytes stay within
+// MaxEncoderBytes (the last one written always stays, however large), the
+// running sum matches the encoders kept, and every episode still decodes
+// exactly.
+func TestEncoderBytesBound(t *testing.T) {
+	probe := recorder.NewEpisodeEncoder(true)
+	first := storetest.ChatEpisode("probe", 1, 2000)[0]
+	if _, _, err := probe.Encode(first); err != nil {
+		t.Fatal(err)
+	}
+	limit := 2*probe.Bytes() + probe.Bytes()/2 // two episodes' first calls fit, three do not
+	s, err := Open(t.TempDir(), Options{NoSync: true, MaxEncoderBytes: limit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	episodes := map[string][]*recorder.Call{}
+	for e := range 5 {
+		ep := fmt.Sprintf("ep-%d", e)
+		episodes[ep] = storetest.ChatEpisode(ep, 4, 2000)
+	}
+	for turn := range 4 {
+		for e := range 5 {
+			c := episodes[fmt.Sprintf("ep-%d", e)][turn]
+			if err := s.WriteCalls(ctx, []*recorder.Call{c}); err != nil {
+				t.Fatal(err)
+			}
+			sum := 0
+			for ep, enc := range s.encoders {
+				if s.encoderSize[ep] != enc.Bytes() {
+					t.Fatalf("%s: noted %d bytes, encoder has %d", ep, s.encoderSize[ep], enc.Bytes())
+				}
+				sum += enc.Bytes()
+			}
+			if sum != s.encoderSum || len(s.encoderSize) != len(s.encoders) {
+				t.Fatalf("running sum %d over %d sizes; encoders hold %d over %d", s.encoderSum, len(s.encoderSize), sum, len(s.encoders))
+			}
+			if sum > limit && len(s.encoders) > 1 {
+				t.Fatalf("%d encoders hold %d bytes, bound %d", len(s.encoders), sum, limit)
+			}
+			if turn == 0 && e >= 2 && len(s.encoders) != 2 {
+				t.Fatalf("after %d first calls: %d encoders, want 2", e+1, len(s.encoders))
+			}
+		}
+	}
+	for ep, want := range episodes {
+		got, err := s.Calls(ctx, ep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		storetest.AssertCalls(t, got, want)
+	}
+}

@@ -40,6 +40,11 @@ type Options struct {
 	// MaxEncoders bounds how many episodes keep dedup state in memory
 	// (a few KB to a few hundred KB each). Default 1024.
 	MaxEncoders int
+	// MaxEncoderBytes bounds the memory of that state, as
+	// [recorder.EpisodeEncoder.Bytes] estimates it: past it the least
+	// recently written episodes lose theirs (and rebuild it from the store
+	// if written again). Default 64 MiB.
+	MaxEncoderBytes int
 }
 
 const defaultSegmentBytes = 64 << 20
@@ -69,7 +74,9 @@ type Store struct {
 	encoders    map[string]*recorder.EpisodeEncoder
 	encoderUse  map[string]uint64 // episode -> encoderTick of its last write
 	encoderTick uint64
-	broken      error // sticky write failure: the log tail may be inconsistent
+	encoderSize map[string]int // episode -> its encoder's Bytes after its last write
+	encoderSum  int            // of encoderSize
+	broken      error          // sticky write failure: the log tail may be inconsistent
 	damage      Damage
 	closed      bool
 }
@@ -122,7 +129,7 @@ func newStore(dir string, opts Options, readOnly bool) *Store {
 	s := &Store{
 		dir: dir, opts: opts, readOnly: readOnly, log: opts.Logger,
 		idx: newIndex(), files: map[int]*os.File{}, encoders: map[string]*recorder.EpisodeEncoder{},
-		encoderUse: map[string]uint64{},
+		encoderUse: map[string]uint64{}, encoderSize: map[string]int{},
 	}
 	s.syncCond = sync.NewCond(&s.syncMu)
 	return s
@@ -132,6 +139,9 @@ func newStore(dir string, opts Options, readOnly bool) *Store {
 func (o *Options) defaults() {
 	if o.SegmentBytes <= 0 {
 		o.SegmentBytes = defaultSegmentBytes
+	}
+	if o.MaxEncoderBytes <= 0 {
+		o.MaxEncoderBytes = 64 << 20
 	}
 	if o.MaxEncoders <= 0 {
 		o.MaxEncoders = 1024

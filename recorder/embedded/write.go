@@ -84,8 +84,10 @@ func (s *Store) writeCallsLocked(calls []*recorder.Call) (int64, error) {
 	pos, err := s.appendLocked(buf, frames)
 	if err != nil {
 		s.dropEncoders(touched) // they think blocks were stored that were not
+		return pos, err
 	}
-	return pos, err
+	s.sizeEncodersLocked(touched)
+	return pos, nil
 }
 
 // packJob is one call of a write: its frame payload (the call header, to
@@ -133,8 +135,7 @@ func has(m map[string]struct{}, k string) bool {
 
 func (s *Store) dropEncoders(eps map[string]bool) {
 	for ep := range eps {
-		delete(s.encoders, ep)
-		delete(s.encoderUse, ep)
+		s.forgetEncoderLocked(ep)
 	}
 }
 
@@ -237,8 +238,7 @@ func (s *Store) DeleteEpisode(ctx context.Context, id string) error {
 		s.mu.Unlock()
 		return fmt.Errorf("delete episode %s: %w", id, recorder.ErrNotFound)
 	}
-	delete(s.encoders, id)
-	delete(s.encoderUse, id)
+	s.forgetEncoderLocked(id)
 	buf, frames := addFrame(nil, nil, append([]byte{typeDelete}, id...))
 	pos, err := s.appendLocked(buf, frames)
 	s.mu.Unlock()

@@ -22,6 +22,8 @@ type episodeEncoder struct {
 	// so then everything enc may reference is stored.
 	pos  int64
 	last string
+
+	size int // Bytes of enc when last sized; guarded by encoders.mu
 }
 
 // resetLocked forgets the state: the next write starts from a fresh encoder
@@ -34,15 +36,39 @@ func (e *episodeEncoder) resetLocked() { e.enc, e.inc, e.pos, e.last = nil, "", 
 // Redis may write, which is also what lets several replicas write one
 // episode.
 type encoders struct {
-	max int
+	max, maxBytes int
 
-	mu  sync.Mutex // guards following
-	m   map[string]*list.Element
-	lru *list.List // of *episodeEncoder, most recent first
+	mu    sync.Mutex // guards following
+	m     map[string]*list.Element
+	lru   *list.List // of *episodeEncoder, most recent first
+	bytes int        // sum of the entries' size
 }
 
-func newEncoders(max int) *encoders {
-	return &encoders{max: max, m: map[string]*list.Element{}, lru: list.New()}
+func newEncoders(max, maxBytes int) *encoders {
+	return &encoders{max: max, maxBytes: maxBytes, m: map[string]*list.Element{}, lru: list.New()}
+}
+
+// removeLocked drops the entry el.
+func (c *encoders) removeLocked(el *list.Element) {
+	e := c.lru.Remove(el).(*episodeEncoder)
+	delete(c.m, e.id)
+	c.bytes -= e.size
+}
+
+// sized records that e's encoder now holds n bytes, then drops the least
+// recently used entries while the sum is over maxBytes (the most recent
+// stays). An entry already dropped is not counted.
+func (c *encoders) sized(e *episodeEncoder, n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el := c.m[e.id]; el == nil || el.Value != e {
+		return
+	}
+	c.bytes += n - e.size
+	e.size = n
+	for c.bytes > c.maxBytes && c.lru.Len() > 1 {
+		c.removeLocked(c.lru.Back())
+	}
 }
 
 // get returns the episode's encoder entry, creating it, and marks it used.
@@ -56,8 +82,7 @@ func (c *encoders) get(id string) *episodeEncoder {
 	e := &episodeEncoder{id: id}
 	c.m[id] = c.lru.PushFront(e)
 	for c.lru.Len() > c.max {
-		old := c.lru.Remove(c.lru.Back()).(*episodeEncoder)
-		delete(c.m, old.id)
+		c.removeLocked(c.lru.Back())
 	}
 	return e
 }
@@ -67,7 +92,6 @@ func (c *encoders) drop(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if el := c.m[id]; el != nil {
-		c.lru.Remove(el)
-		delete(c.m, id)
+		c.removeLocked(el)
 	}
 }

@@ -33,6 +33,10 @@ type Options struct {
 	// (least recently written first out; default 1024). An evicted
 	// episode's encoder is rebuilt from Redis on its next write.
 	MaxEncoders int
+	// MaxEncoderBytes bounds the memory of those encoders, as
+	// [recorder.EpisodeEncoder.Bytes] estimates it (least recently written
+	// first out; default 64 MiB).
+	MaxEncoderBytes int
 	// TLS overrides the TLS configuration of rediss:// URLs (for a private
 	// CA or client certificates). Nil uses the system roots and the URL's
 	// host name.
@@ -49,6 +53,7 @@ type Options struct {
 const (
 	defaultPrefix      = "orchard"
 	defaultMaxEncoders = 1024
+	defaultEncoderMem  = 64 << 20
 )
 
 // Store is the Redis [recorder.Store]. Several Stores (one per proxy
@@ -87,7 +92,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		}
 		opts.Logger.Warn("redis does not answer; starting anyway, calls spill until it does", "redis", redactURL(url), "err", err)
 	}
-	return &Store{rdb: rdb, opts: opts, keys: keys{prefix: opts.Prefix}, log: opts.Logger, encs: newEncoders(opts.MaxEncoders)}, nil
+	return &Store{rdb: rdb, opts: opts, keys: keys{prefix: opts.Prefix}, log: opts.Logger, encs: newEncoders(opts.MaxEncoders, opts.MaxEncoderBytes)}, nil
 }
 
 // defaults fills the zero fields of o.
@@ -97,6 +102,9 @@ func (o *Options) defaults() {
 	}
 	if o.MaxEncoders <= 0 {
 		o.MaxEncoders = defaultMaxEncoders
+	}
+	if o.MaxEncoderBytes <= 0 {
+		o.MaxEncoderBytes = defaultEncoderMem
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

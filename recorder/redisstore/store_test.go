@@ -28,6 +28,7 @@ func TestBackends(t *testing.T) {
 				{"ReplayStoresNothing", testReplayStoresNothing},
 				{"TwoReplicas", testTwoReplicas},
 				{"ConcurrentReplicas", testConcurrentReplicas},
+				{"EncoderBytes", testEncoderBytes},
 				{"DeleteUnderReplica", testDeleteUnderReplica},
 				{"IndexMoves", testIndexMoves},
 				{"Retention", testRetention},
@@ -134,6 +135,46 @@ func testDeleteUnderReplica(t *testing.T, url string) {
 }
 
 // len returns how many entries are cached.
+// testEncoderBytes: with MaxEncoderBytes below one encoder's state, only
+// the last episode written keeps one (its sum counted exactly), and every
+// episode written concurrently still reads back exactly.
+func testEncoderBytes(t *testing.T, url string) {
+	a := openT(t, url, Options{MaxEncoderBytes: 1})
+	eps := map[string][]*recorder.Call{}
+	for _, ep := range []string{"b1", "b2", "b3"} {
+		eps[ep] = chatEpisode(ep, 6, 300)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	for _, calls := range eps {
+		wg.Go(func() {
+			for _, c := range calls {
+				if err := a.WriteCalls(context.Background(), []*recorder.Call{c}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for ep, calls := range eps {
+		assertCalls(t, callsT(t, a, ep), calls)
+	}
+	a.encs.mu.Lock()
+	defer a.encs.mu.Unlock()
+	sum := 0
+	for el := a.encs.lru.Front(); el != nil; el = el.Next() {
+		sum += el.Value.(*episodeEncoder).size
+	}
+	if a.encs.lru.Len() != 1 || sum != a.encs.bytes || sum == 0 {
+		t.Fatalf("%d encoders holding %d bytes (counted %d), want 1 with its size counted", a.encs.lru.Len(), sum, a.encs.bytes)
+	}
+}
+
 func (c *encoders) len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
