@@ -18,6 +18,18 @@ func TestEncoderBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	writeRoundRobin(t, s, func(_, _ int) {
+		if n := len(s.encoders); n > 3 {
+			t.Fatalf("%d encoders kept, bound is 3", n)
+		}
+	})
+}
+
+// writeRoundRobin writes the 4 turns of 5 episodes to s, turn by turn,
+// calling check after each write, then holds every episode read back to
+// what was written.
+func writeRoundRobin(t *testing.T, s *Store, check func(turn, episode int)) {
+	t.Helper()
 	ctx := context.Background()
 	episodes := map[string][]*recorder.Call{}
 	for e := range 5 {
@@ -30,9 +42,7 @@ func TestEncoderBound(t *testing.T) {
 			if err := s.WriteCalls(ctx, []*recorder.Call{c}); err != nil {
 				t.Fatal(err)
 			}
-			if n := len(s.encoders); n > 3 {
-				t.Fatalf("%d encoders kept, bound is 3", n)
-			}
+			check(turn, e)
 		}
 	}
 	for ep, want := range episodes {
@@ -60,41 +70,22 @@ func TestEncoderBytesBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	ctx := context.Background()
-	episodes := map[string][]*recorder.Call{}
-	for e := range 5 {
-		ep := fmt.Sprintf("ep-%d", e)
-		episodes[ep] = storetest.ChatEpisode(ep, 4, 2000)
-	}
-	for turn := range 4 {
-		for e := range 5 {
-			c := episodes[fmt.Sprintf("ep-%d", e)][turn]
-			if err := s.WriteCalls(ctx, []*recorder.Call{c}); err != nil {
-				t.Fatal(err)
+	writeRoundRobin(t, s, func(turn, e int) {
+		sum := 0
+		for ep, enc := range s.encoders {
+			if s.encoderSize[ep] != enc.Bytes() {
+				t.Fatalf("%s: noted %d bytes, encoder has %d", ep, s.encoderSize[ep], enc.Bytes())
 			}
-			sum := 0
-			for ep, enc := range s.encoders {
-				if s.encoderSize[ep] != enc.Bytes() {
-					t.Fatalf("%s: noted %d bytes, encoder has %d", ep, s.encoderSize[ep], enc.Bytes())
-				}
-				sum += enc.Bytes()
-			}
-			if sum != s.encoderSum || len(s.encoderSize) != len(s.encoders) {
-				t.Fatalf("running sum %d over %d sizes; encoders hold %d over %d", s.encoderSum, len(s.encoderSize), sum, len(s.encoders))
-			}
-			if sum > limit && len(s.encoders) > 1 {
-				t.Fatalf("%d encoders hold %d bytes, bound %d", len(s.encoders), sum, limit)
-			}
-			if turn == 0 && e >= 2 && len(s.encoders) != 2 {
-				t.Fatalf("after %d first calls: %d encoders, want 2", e+1, len(s.encoders))
-			}
+			sum += enc.Bytes()
 		}
-	}
-	for ep, want := range episodes {
-		got, err := s.Calls(ctx, ep)
-		if err != nil {
-			t.Fatal(err)
+		if sum != s.encoderSum || len(s.encoderSize) != len(s.encoders) {
+			t.Fatalf("running sum %d over %d sizes; encoders hold %d over %d", s.encoderSum, len(s.encoderSize), sum, len(s.encoders))
 		}
-		storetest.AssertCalls(t, got, want)
-	}
+		if sum > limit && len(s.encoders) > 1 {
+			t.Fatalf("%d encoders hold %d bytes, bound %d", len(s.encoders), sum, limit)
+		}
+		if turn == 0 && e >= 2 && len(s.encoders) != 2 {
+			t.Fatalf("after %d first calls: %d encoders, want 2", e+1, len(s.encoders))
+		}
+	})
 }

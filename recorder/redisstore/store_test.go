@@ -84,29 +84,20 @@ func testConcurrentReplicas(t *testing.T, url string) {
 	for _, ep := range []string{"c1", "c2", "c3", "c4", "c5"} {
 		eps[ep] = chatEpisode(ep, 12, 300)
 	}
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for w := range 8 {
-		wg.Go(func() {
-			st := []*Store{a, b}[w%2]
-			for turn := range 12 {
-				if turn%4 != w%4 {
-					continue
-				}
-				for _, calls := range eps {
-					if err := st.WriteCalls(context.Background(), []*recorder.Call{calls[turn]}); err != nil {
-						errs <- err
-						return
-					}
+	goWrite(t, 8, func(w int) error {
+		st := []*Store{a, b}[w%2]
+		for turn := range 12 {
+			if turn%4 != w%4 {
+				continue
+			}
+			for _, calls := range eps {
+				if err := st.WriteCalls(context.Background(), []*recorder.Call{calls[turn]}); err != nil {
+					return err
 				}
 			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+		}
+		return nil
+	})
 	for ep, calls := range eps {
 		assertCalls(t, callsT(t, a, ep), calls)
 	}
@@ -140,27 +131,19 @@ func testDeleteUnderReplica(t *testing.T, url string) {
 // episode written concurrently still reads back exactly.
 func testEncoderBytes(t *testing.T, url string) {
 	a := openT(t, url, Options{MaxEncoderBytes: 1})
+	ids := []string{"b1", "b2", "b3"}
 	eps := map[string][]*recorder.Call{}
-	for _, ep := range []string{"b1", "b2", "b3"} {
+	for _, ep := range ids {
 		eps[ep] = chatEpisode(ep, 6, 300)
 	}
-	var wg sync.WaitGroup
-	errs := make(chan error, 3)
-	for _, calls := range eps {
-		wg.Go(func() {
-			for _, c := range calls {
-				if err := a.WriteCalls(context.Background(), []*recorder.Call{c}); err != nil {
-					errs <- err
-					return
-				}
+	goWrite(t, len(ids), func(w int) error {
+		for _, c := range eps[ids[w]] {
+			if err := a.WriteCalls(context.Background(), []*recorder.Call{c}); err != nil {
+				return err
 			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+		}
+		return nil
+	})
 	for ep, calls := range eps {
 		assertCalls(t, callsT(t, a, ep), calls)
 	}
@@ -172,6 +155,25 @@ func testEncoderBytes(t *testing.T, url string) {
 	}
 	if a.encs.lru.Len() != 1 || sum != a.encs.bytes || sum == 0 {
 		t.Fatalf("%d encoders holding %d bytes (counted %d), want 1 with its size counted", a.encs.lru.Len(), sum, a.encs.bytes)
+	}
+}
+
+// goWrite runs write(0..n-1) on n goroutines and fails t with their errors.
+func goWrite(t *testing.T, n int, write func(w int) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for w := range n {
+		wg.Go(func() {
+			if err := write(w); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
 	}
 }
 
