@@ -13,11 +13,9 @@
 // usage and token ids (inject.go). An httputil.ReverseProxy sends it:
 // rewrite puts the upstream key in place of the client's credential, and
 // modifyResponse wraps the response body in a tee that copies the bytes as
-// they flow, removing what the patch added (strip.go). A stream is
-// assembled as it flows once it outgrows deferAssembly; a shorter one is
-// kept raw and assembled by the record worker. When the body is closed,
-// the exchange goes to a record worker (record.go), which builds the
-// orchard.call/v1 record; records are released per episode in arrival
+// they flow, removing what the patch added (strip.go). When the body is
+// closed, the exchange goes to a record worker (record.go), which builds
+// the orchard.call/v1 record; records are released per episode in arrival
 // order (order.go), classified by the lineage tracker and handed to the
 // Sink. The client never waits on a record, and no record is dropped.
 //

@@ -64,14 +64,10 @@ type exchange struct {
 	asm  *assemble.Streamer
 	// asmEvents: the stripper feeds asm event by event, not the tee.
 	asmEvents bool
-	// asmFed: the tee feeds asm as the body flows. Until the body
-	// outgrows deferAssembly it only collects it in resp, and the record
-	// worker assembles it at once, off the request path.
-	asmFed  bool
-	eof     bool
-	readErr error
-	ended   time.Time
-	done    bool
+	eof       bool
+	readErr   error
+	ended     time.Time
+	done      bool
 	// answered is set once the upstream's response has ended (or failed),
 	// from the goroutine serving the request; record ordering reads it.
 	answered atomic.Bool
@@ -243,24 +239,8 @@ func (t *tee) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// deferAssembly is how much of a stream the tee keeps raw for the record
-// worker to assemble, rather than assembling it as it flows: most agent
-// turns fit, and their assembly stays off the path the client waits on.
-const deferAssembly = 64 << 10
-
 // collect keeps what the record needs of the next body bytes.
 func (x *exchange) collect(p []byte) {
-	if x.asm != nil && !x.asmEvents && !x.asmFed {
-		if x.resp == nil || x.resp.Len()+len(p) <= deferAssembly {
-			if x.resp == nil {
-				x.resp = respBufs.Get().(*bytes.Buffer)
-			}
-			x.resp.Write(p)
-			return
-		}
-		x.asmFed = true
-		x.asm.Write(x.resp.Bytes()) // catch up, then assemble as it flows
-	}
 	if x.asm != nil {
 		if !x.asmEvents {
 			x.asm.Write(p)

@@ -78,13 +78,10 @@ func (h *Handler) release(c *recorder.Call) {
 
 func (h *Handler) recordResponse(c *recorder.Call, x *exchange) {
 	if x.asm != nil {
-		if !x.asmEvents && !x.asmFed && x.resp != nil {
-			x.asm.Write(x.resp.Bytes()) // the body the tee kept for this
-		}
-		// Assembled: x.resp's copy of the body is needed only if the
-		// stream never got far enough to yield a response.
+		// Assembled as it flowed: x.resp holds the body only if the stream
+		// never got far enough to yield a response.
 		var raw []byte
-		if x.resp != nil && !x.asm.Started() {
+		if x.resp != nil {
 			raw = x.resp.Bytes()
 		}
 		h.assembled(c, x.asm.Result(), raw, true)

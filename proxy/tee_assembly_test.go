@@ -13,14 +13,11 @@ import (
 	"github.com/orchard-rl/orchard/recorder"
 )
 
-// TestDeferredAssembly: a stream the proxy keeps raw for the record worker
-// (short ones: up to 300 events of about 120 bytes here) and one it starts
-// assembling as it flows once it outgrows that (600 and more, the switch
-// falling inside an event) are recorded as the
-// assembler makes them from the whole body at once; the client gets the
-// upstream's bytes either way. The upstream flushes every event, so the
-// proxy reads the body in many pieces.
-func TestDeferredAssembly(t *testing.T) {
+// TestTeeAssembly: streams of 0 to 6,000 events (up to 720 KB), which the
+// tee assembles as they flow, are recorded as the assembler makes them
+// from the whole body at once; the client gets the upstream's bytes. The
+// upstream flushes every event, so the proxy reads the body in many pieces.
+func TestTeeAssembly(t *testing.T) {
 	for _, n := range []int{0, 3, 300, 600, 6000} {
 		t.Run(fmt.Sprintf("events=%d", n), func(t *testing.T) {
 			body := chatStream(n)
