@@ -435,7 +435,6 @@ func resolveBody(b *docBody, base map[string][]BlockHash) error {
 // addresses it knows and the refs, token ids, layouts and metadata of the
 // calls it remembers. Stores bound their encoders by it.
 func (e *EpisodeEncoder) Bytes() int {
-	const mapEntry = 48 // per map entry beyond its key and value
 	n := 256 + len(e.known)*(len(BlockHash{})+mapEntry)
 	for id, r := range e.hist.byID {
 		n += len(id) + mapEntry + r.bytes()
@@ -450,8 +449,10 @@ func (r *callRefs) bytes() int {
 	return r.size
 }
 
+// mapEntry is what Bytes counts per map entry beyond its key and value.
+const mapEntry = 48
+
 func (r *callRefs) count() int {
-	const mapEntry = 48
 	n := 128 + len(r.layouts[0]) + len(r.layouts[1]) + 4*len(r.toks)
 	for _, refs := range [2]map[string][]BlockHash{r.req, r.resp} {
 		for k, hs := range refs {

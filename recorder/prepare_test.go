@@ -69,9 +69,9 @@ func TestEncoderBytes(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := e.Bytes()
-		fresh := 256 + len(e.known)*(len(BlockHash{})+48)
+		fresh := 256 + len(e.known)*(len(BlockHash{})+mapEntry)
 		for id, r := range e.hist.byID {
-			fresh += len(id) + 48 + r.count()
+			fresh += len(id) + mapEntry + r.count()
 		}
 		if got != fresh {
 			t.Fatalf("call %d: Bytes %d, a fresh count %d", i, got, fresh)

@@ -98,7 +98,7 @@ func (c *Call) heldBytes() int64 {
 		}
 	}
 	if c.prep != nil {
-		n += len(c.prep.meta) + 4*len(c.prep.prompt)
+		n += len(c.prep.meta) // its prompt is Tokens.PromptIDs, its cuts slices of the bodies
 	}
 	return int64(n)
 }

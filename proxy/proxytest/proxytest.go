@@ -41,13 +41,20 @@ func NewSink() *Sink {
 // Record implements [proxy.Sink].
 func (s *Sink) Record(c *recorder.Call) {
 	validOrEmpty := func(b []byte) bool { return len(b) == 0 || json.Valid(b) }
+	why := ""
 	switch {
 	case !c.Checked:
-		s.bad <- c.CallID + ": Checked is false"
+		why = c.CallID + ": Checked is false"
 	case !validOrEmpty(c.Request):
-		s.bad <- fmt.Sprintf("%s: Checked, but the request is not valid JSON: %.200q", c.CallID, c.Request)
+		why = fmt.Sprintf("%s: Checked, but the request is not valid JSON: %.200q", c.CallID, c.Request)
 	case !validOrEmpty(c.Response):
-		s.bad <- fmt.Sprintf("%s: Checked, but the response is not valid JSON: %.200q", c.CallID, c.Response)
+		why = fmt.Sprintf("%s: Checked, but the response is not valid JSON: %.200q", c.CallID, c.Response)
+	}
+	if why != "" {
+		select {
+		case s.bad <- why:
+		default: // thousands already wait to be reported; never block the proxy
+		}
 	}
 	s.ch <- c
 }
