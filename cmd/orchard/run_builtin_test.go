@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,7 +31,7 @@ call() {
 }
 call turn1.json > reply1.json
 call turn2.json > reply2.json
-grep -E '/orchard-envd/sb-[0-9a-f]+$' /proc/self/cgroup | sed 's/^/cgroup /' || true
+sed 's/^/cgroup /' /proc/self/cgroup
 base=${OPENAI_BASE_URL%%/e/*}
 echo "admin API $(curl -s -o /dev/null -w '%{http_code}' -X POST "$base/orchard/v1/episodes/$ORCHARD_EPISODE_ID/finish" -d '{"reward":1,"status":"success"}')"
 echo "upstream $(curl -s -o /dev/null -w '%{http_code}' "$UPSTREAM_URL" || true)"
@@ -61,6 +62,7 @@ func TestRunBuiltinEnvd(t *testing.T) {
 	taskDir, state := t.TempDir(), searchableTempDir(t)
 	writeFiles(t, taskDir, map[string]string{"harness.sh": runE2EHarness, "turn1.json": turn1, "turn2.json": turn2})
 
+	hostView := watchHarnessCgroups(s)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	stdout, stderr, code := runOrchardProc(t, ctx, "run",
@@ -90,13 +92,7 @@ func TestRunBuiltinEnvd(t *testing.T) {
 	if !bytes.Contains(stderr, []byte("harness done in /work as task capital\n")) {
 		t.Errorf("harness output missing from run's stderr:\n%s", stderr)
 	}
-	// The harness ran inside the sandbox's cgroups, where this machine has
-	// them (a cgroup namespace shows paths from envd's own cgroup down).
-	inCgroup := bytes.Contains(stderr, []byte("/orchard-envd/"+res.SandboxID+"\n"))
-	if !inCgroup && !bytes.Contains(stderr, []byte("cgroup limits degraded")) {
-		t.Errorf("harness saw no cgroup of sandbox %s and envd warned of none:\n%s", res.SandboxID, stderr)
-	}
-
+	assertHarnessCgroup(t, res.SandboxID, hostView, stderr)
 	ep := s.episode(t, res.EpisodeID, 2)
 	if ep.ID != res.EpisodeID || ep.TaskID != "capital" || ep.GroupID != "g-capital" || ep.Calls != 2 ||
 		ep.Status != recorder.StatusSuccess || ep.Reward == nil || *ep.Reward != reward {
@@ -220,4 +216,56 @@ func TestRolloutBuiltinEnvd(t *testing.T) {
 		t.Errorf("upstream saw %d requests, want 4", n)
 	}
 	assertSandboxesGone(t, state, sandboxes...)
+}
+
+// watchHarnessCgroups has s's upstream note, on each call, the host's view
+// of the cgroups of the harness process making it (its curl, whose command
+// line names the proxy); the result is read after the run.
+func watchHarnessCgroups(s *runStack) *syncBuffer {
+	var seen syncBuffer
+	f := func(*http.Request) {
+		procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+		for _, p := range procs {
+			b, err := os.ReadFile(p)
+			if err != nil || !bytes.Contains(b, []byte(s.proxyURL+"/e/")) {
+				continue
+			}
+			cg, _ := os.ReadFile(filepath.Join(filepath.Dir(p), "cgroup"))
+			seen.Write(cg)
+		}
+	}
+	s.onCall.Store(&f)
+	return &seen
+}
+
+// assertHarnessCgroup checks that the harness ran in sandbox id's cgroups
+// (envd puts the jail there before it starts, so its cgroup namespace is
+// rooted there): seen from the host, its cgroup paths end in
+// orchard-envd/ID; seen from inside (its "cgroup " lines on stderr), every
+// path is "/". Where this machine's cgroups are unusable, envd must have
+// warned instead.
+func assertHarnessCgroup(t *testing.T, id string, host *syncBuffer, stderr []byte) {
+	t.Helper()
+	hostLines := strings.Split(strings.TrimSpace(string(host.Bytes())), "\n")
+	inSandbox := 0
+	for _, l := range hostLines {
+		if strings.HasSuffix(l, "/orchard-envd/"+id) {
+			inSandbox++
+		}
+	}
+	if inSandbox == 0 && !bytes.Contains(stderr, []byte("cgroup limits degraded")) {
+		t.Errorf("the harness's cgroups seen from the host name no cgroup of sandbox %s, and envd warned of none:\n%s", id, host.Bytes())
+	}
+	inside := 0
+	for _, l := range strings.Split(string(stderr), "\n") {
+		if rest, ok := strings.CutPrefix(l, "cgroup "); ok {
+			inside++
+			if !strings.HasSuffix(rest, ":/") {
+				t.Errorf("the harness sees cgroup %q: a path outside its own cgroup", rest)
+			}
+		}
+	}
+	if inside == 0 {
+		t.Errorf("the harness printed no cgroup lines:\n%s", stderr)
+	}
 }

@@ -7,10 +7,15 @@ import (
 	"errors"
 	"io/fs"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,7 +40,11 @@ func init() {
 // runStack is a scripted upstream and an `orchard proxy` on the embedded
 // store with the episode API, for `orchard run` and `rollout` to use.
 type runStack struct {
-	up       *llmtest.Server
+	up *llmtest.Server
+	// onCall, when set, runs in the upstream for each request before
+	// the scripted server answers it: the harness waits on its call
+	// meanwhile, so the test can look at the sandbox from the host.
+	onCall   atomic.Pointer[func(*http.Request)]
 	proxyURL string
 	admin    string
 	data     string
@@ -58,10 +67,19 @@ func startRunStack(t *testing.T, model string, script *llmtest.Script) *runStack
 	s := &runStack{admin: "run-e2e-admin-token", data: t.TempDir()}
 	s.up = llmtest.NewServer(llmtest.Options{Scripts: map[string]*llmtest.Script{model: script}})
 	t.Cleanup(s.up.Close)
+	upURL, _ := url.Parse(s.up.URL())
+	fwd := httputil.NewSingleHostReverseProxy(upURL)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if f := s.onCall.Load(); f != nil {
+			(*f)(r)
+		}
+		fwd.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
 
 	var logs syncBuffer
 	lg := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	cfg := &proxyConfig{Listen: "127.0.0.1:0", Upstream: s.up.URL() + "/v1", UpstreamKind: "vllm", Data: s.data,
+	cfg := &proxyConfig{Listen: "127.0.0.1:0", Upstream: front.URL + "/v1", UpstreamKind: "vllm", Data: s.data,
 		IdleTimeout: time.Minute, MaxBody: 1 << 20, AdminToken: s.admin, TokenTTL: time.Hour}
 	ctx, stop := context.WithCancel(context.Background())
 	ready, done := make(chan string, 1), make(chan error, 1)

@@ -353,23 +353,20 @@ func (b *Backend) start(ctx context.Context, id string, spec *envd.Spec, js jail
 	} else if lim.any() {
 		warns = append(warns, "cgroups disabled (--cgroup-parent -); resource limits are not enforced")
 	}
-	blockR, blockW, err := os.Pipe()
-	if err != nil {
-		return nil, fmt.Errorf("block pipe: %w", err)
-	}
-	defer blockW.Close()
 	logf, err := os.Create(filepath.Join(bx.dir, "agent.log"))
 	if err != nil {
-		blockR.Close()
 		return nil, fmt.Errorf("agent log: %w", err)
 	}
 	defer logf.Close()
-	bx.cmd = exec.Command(b.opts.Bwrap, b.bwrapArgs(spec, js.root, bx.dir, js.disk)...)
-	bx.cmd.Stdout, bx.cmd.Stderr = logf, logf
-	bx.cmd.ExtraFiles = []*os.File{lnFile, blockR} // fds 3 and 4
-	bx.cmd.SysProcAttr = b.procAttr()
+	gate, err := b.command(bx, b.bwrapArgs(spec, js.root, bx.dir, js.disk), lnFile, logf)
+	if err != nil {
+		return nil, err
+	}
 	err = bx.cmd.Start()
-	blockR.Close()
+	if gate != nil {
+		defer gate.Close()
+		bx.cmd.ExtraFiles[1].Close() // the gate's read end is the jail's now
+	}
 	if err != nil {
 		return nil, fmt.Errorf("start bubblewrap: %w", err)
 	}
@@ -377,30 +374,48 @@ func (b *Backend) start(ctx context.Context, id string, spec *envd.Spec, js jail
 	if err := b.writeMeta(id, bx); err != nil {
 		return nil, err
 	}
-	if bx.cg != nil {
-		// The jail waits on fd 4 before it runs the agent, so every
-		// process the sandbox ever starts is inside the cgroup.
-		if err := addTree(bx.cg, bx.cmd.Process.Pid); err != nil {
+	if gate != nil {
+		if err := bx.cg.add(bx.cmd.Process.Pid); err != nil {
 			return nil, err
 		}
-	}
-	if _, err := blockW.Write([]byte{1}); err != nil {
-		return nil, fmt.Errorf("release jail: %w", err)
+		if _, err := gate.Write([]byte("\n")); err != nil {
+			return nil, fmt.Errorf("release jail: %w", err)
+		}
 	}
 	bx.tr = unixTransport(sock)
 	if err := b.waitReady(ctx, bx); err != nil {
 		return warns, err
 	}
-	if bx.cg != nil {
-		// Once more now that the agent runs and before any command does:
-		// under load a full parallel test run once found the agent outside
-		// its cgroup (its commands forked freely past pids.max). Moving is
-		// idempotent, and everything the agent starts later inherits it.
-		if err := addTree(bx.cg, bx.cmd.Process.Pid); err != nil {
-			return warns, err
-		}
-	}
 	return warns, nil
+}
+
+// gateScript holds bubblewrap back until envd has put its process into the
+// sandbox's cgroups: it waits for a line on fd 4, closes it and becomes
+// bubblewrap (the same pid). Everything bubblewrap then creates is born
+// inside the cgroups, so no process of the sandbox ever runs outside them,
+// and its cgroup namespace is rooted at its own cgroup: the sandbox sees
+// "/" there, never a path of the host's.
+const gateScript = `read -r _ <&4 || exit 111; exec 4<&-; exec "$0" "$@"`
+
+// command sets bx.cmd to bubblewrap with args, the agent's listening
+// socket as fd 3 and log as its output. When bx has cgroups it runs
+// through gateScript and command returns the gate's write end, which
+// releases it.
+func (b *Backend) command(bx *box, args []string, ln, log *os.File) (*os.File, error) {
+	bx.cmd = exec.Command(b.opts.Bwrap, args...)
+	bx.cmd.ExtraFiles = []*os.File{ln}
+	var gate *os.File
+	if bx.cg != nil {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, fmt.Errorf("cgroup gate pipe: %w", err)
+		}
+		bx.cmd = exec.Command("/bin/sh", append([]string{"-c", gateScript, b.opts.Bwrap}, args...)...)
+		bx.cmd.ExtraFiles, gate = []*os.File{ln, r}, w
+	}
+	bx.cmd.Stdout, bx.cmd.Stderr = log, log
+	bx.cmd.SysProcAttr = b.procAttr()
+	return gate, nil
 }
 
 // waitReady polls the agent's health route over its socket. Connections

@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -142,4 +144,20 @@ func (c *cgroups) enforces(ctl string) bool {
 	}
 	_, missing := c.missing[ctl]
 	return !missing
+}
+
+// childrenOf lists descendants of pid from /proc/PID/task/*/children.
+func childrenOf(pid int) []int {
+	var out []int
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	for _, t := range tasks {
+		b, _ := os.ReadFile(t)
+		for _, f := range strings.Fields(string(b)) {
+			if c, err := strconv.Atoi(f); err == nil {
+				out = append(out, c)
+				out = append(out, childrenOf(c)...)
+			}
+		}
+	}
+	return out
 }

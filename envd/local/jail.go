@@ -64,7 +64,7 @@ func (b *Backend) bwrapArgs(spec *envd.Spec, root, dir string, disk int64) []str
 			a = append(a, "--setenv", k, v)
 		}
 	}
-	a = append(a, "--block-fd", "4", agentMount)
+	a = append(a, agentMount)
 	a = append(a, b.opts.AgentArgs...)
 	a = append(a, "--listen-fd", "3", "--workdir", spec.Workdir)
 	if spec.Egress != nil {
@@ -110,33 +110,6 @@ func (b *Backend) hideArgs() []string {
 		}
 	}
 	return a
-}
-
-// addTree moves pid and its descendants (the jail's init, blocked before
-// it runs the agent) into g.
-func addTree(g *cgroup, pid int) error {
-	for _, p := range append([]int{pid}, childrenOf(pid)...) {
-		if err := g.add(p); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// childrenOf lists descendants of pid from /proc/PID/task/*/children.
-func childrenOf(pid int) []int {
-	var out []int
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
-	for _, t := range tasks {
-		b, _ := os.ReadFile(t)
-		for _, f := range strings.Fields(string(b)) {
-			if c, err := strconv.Atoi(f); err == nil {
-				out = append(out, c)
-				out = append(out, childrenOf(c)...)
-			}
-		}
-	}
-	return out
 }
 
 // startTime returns field 22 of /proc/PID/stat, which together with the
