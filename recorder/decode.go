@@ -1,6 +1,7 @@
 package recorder
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 )
@@ -186,10 +187,15 @@ func (b *docBody) appendTo(w *wbuf) {
 }
 
 // appendLayout appends the part of a split body that agent calls repeat:
-// the skeleton and each field's key, position and separators.
+// the skeleton and each field's key, position and separators. With no dst
+// and a split whose head is written, it appends the rest to the head.
 func appendLayout(dst []byte, s split) []byte {
 	w := wbuf{b: dst}
-	w.bytes(s.skeleton)
+	if dst == nil && s.head != nil {
+		w.b = s.head
+	} else {
+		w.bytes(s.skeleton)
+	}
 	w.uvarint(uint64(len(s.fields)))
 	for _, f := range s.fields {
 		w.str(f.key)
@@ -203,6 +209,16 @@ func appendLayout(dst []byte, s split) []byte {
 		w.bytes(f.trail)
 	}
 	return w.b
+}
+
+// layoutTailSize is at least what appendLayout writes after the skeleton
+// for fs.
+func layoutTailSize(fs []field) int {
+	n := binary.MaxVarintLen64
+	for _, f := range fs {
+		n += len(f.key) + len(f.lead) + len(f.sep) + len(f.trail) + 5*binary.MaxVarintLen64 + 1
+	}
+	return n
 }
 
 // parseLayout reads what appendLayout wrote.

@@ -165,7 +165,7 @@ func prepareCall(c *Call, dedup bool) (*prepared, error) {
 		pr.req, pr.resp = old.req, old.resp
 	} else {
 		pr.req = cutBody(c.Request, requestKeys, nil, dedup)
-		pr.resp = cutBody(c.Response, responseKeys, pr.prompt, dedup)
+		pr.resp = cutBody(c.Response, responseKeys(c.API), pr.prompt, dedup)
 	}
 	var err error
 	if pr.meta == nil {

@@ -2,6 +2,7 @@ package recorder
 
 import (
 	"bytes"
+	"encoding/binary"
 	"slices"
 	"strings"
 	"unsafe"
@@ -14,10 +15,29 @@ import (
 // Top-level keys whose values are stored as content-addressed blocks. Agent
 // harnesses resend these every turn, so each array element
 // becomes one block, and a large non-array value becomes a single block.
+var requestKeys = map[string]bool{"messages": true, "input": true, "tools": true, "system": true, "instructions": true}
+
+// Response keys cut the same way, per API: a Responses API output item may
+// come back as an input item of the next request, and Anthropic content
+// blocks are kept as they always were. A chat or completions choice (the
+// whole of such a response, 50-120 KB with vLLM's logprobs) is never sent
+// again, so hashing it into blocks bought nothing; such a response is cut
+// only at its prompt_token_ids (see promptids.go).
 var (
-	requestKeys  = map[string]bool{"messages": true, "input": true, "tools": true, "system": true, "instructions": true}
-	responseKeys = map[string]bool{"choices": true, "output": true, "content": true}
+	outputKeys  = map[string]bool{"output": true}
+	contentKeys = map[string]bool{"content": true}
 )
+
+// responseKeys returns the response keys of api.
+func responseKeys(api API) map[string]bool {
+	switch api {
+	case APIResponses:
+		return outputKeys
+	case APIMessages:
+		return contentKeys
+	}
+	return nil
+}
 
 // minWholeBlock is the smallest non-array value worth a 16-byte reference.
 const minWholeBlock = 64
@@ -40,6 +60,11 @@ type field struct {
 type split struct {
 	skeleton []byte
 	fields   []field
+	// head, when set, is the start of the split's layout, already written:
+	// the skeleton's length and bytes (skeleton points into it), with room
+	// for the fields' shapes after it, so the layout does not copy the
+	// skeleton again (see appendLayout).
+	head []byte
 }
 
 // splitBody cuts the fields named in keys out of a JSON object body, and
@@ -72,7 +97,8 @@ func splitFast(body []byte, keys map[string]bool, prompt []int32) (s split, ok, 
 	if i < len(body) && body[i] == '}' {
 		return split{}, false, true // no members; splitGJSON cuts nothing either
 	}
-	prev := 0
+	removed := 0
+	var spans []int  // the cut values' extents, start and end
 	var cut []string // keys cut so far: a repeated key stays in the skeleton
 	for {
 		if i >= len(body) || body[i] != '"' {
@@ -114,11 +140,11 @@ func splitFast(body []byte, keys map[string]bool, prompt []int32) (s split, ok, 
 		}
 		if isCut {
 			f.key = string(key)
-			s.skeleton = append(s.skeleton, body[prev:vs]...)
-			f.hole = len(s.skeleton)
+			f.hole = vs - removed
+			removed += ve - vs
+			spans = append(spans, vs, ve)
 			s.fields = append(s.fields, f)
 			cut = append(cut, f.key)
-			prev = ve
 		}
 		i = jsonscan.SkipSpace(body, ve)
 		if i >= len(body) {
@@ -138,8 +164,26 @@ func splitFast(body []byte, keys map[string]bool, prompt []int32) (s split, ok, 
 	if len(s.fields) == 0 {
 		return split{}, false, true
 	}
-	s.skeleton = append(s.skeleton, body[prev:]...)
+	s.head, s.skeleton = layoutHead(body, spans, len(body)-removed, s.fields)
 	return s, true, true
+}
+
+// layoutHead writes the start of the layout of a split of body: the
+// skeleton, which is body without the spans (start and end pairs, in order)
+// and n bytes long, in one buffer with room for the fields' shapes. It
+// returns the buffer and the skeleton in it. A vLLM response's skeleton
+// keeps its choices, tens of KB that growing it by appends, then copying it
+// into the layout, wrote three times over.
+func layoutHead(body []byte, spans []int, n int, fs []field) (head, skeleton []byte) {
+	w := wbuf{b: make([]byte, 0, binary.MaxVarintLen64+n+layoutTailSize(fs))}
+	w.uvarint(uint64(n))
+	start, prev := len(w.b), 0
+	for k := 0; k < len(spans); k += 2 {
+		w.b = append(w.b, body[prev:spans[k]]...)
+		prev = spans[k+1]
+	}
+	w.b = append(w.b, body[prev:]...)
+	return w.b, w.b[start:len(w.b):len(w.b)]
 }
 
 // cutFieldFast is cutField for the value at body[i]: an array cut into
