@@ -109,6 +109,9 @@ func (d *doc) sizeHint() int {
 	}
 	for _, b := range []*docBody{&d.req, &d.resp} {
 		n += len(b.literal) + len(b.layout) + 20*len(b.split.fields)
+		if b.kind == bodySplit && b.layout == nil {
+			n += b.split.skeletonLen() + 16
+		}
 		for _, f := range b.split.fields {
 			n += 17 * len(f.refs)
 		}
@@ -166,7 +169,11 @@ func (b *docBody) appendTo(w *wbuf) {
 		w.bytes(b.literal)
 		return
 	case bodySplit:
-		w.bytes(b.layout)
+		if b.layout != nil {
+			w.bytes(b.layout)
+		} else {
+			w.appendLayoutOf(&b.split)
+		}
 	case bodySame:
 	default:
 		return
@@ -187,17 +194,19 @@ func (b *docBody) appendTo(w *wbuf) {
 }
 
 // appendLayout appends the part of a split body that agent calls repeat:
-// the skeleton and each field's key, position and separators. With no dst
-// and a split whose head is written, it appends the rest to the head.
+// the skeleton and each field's key, position and separators.
 func appendLayout(dst []byte, s split) []byte {
 	w := wbuf{b: dst}
-	if dst == nil && s.head != nil {
-		w.b = s.head
-	} else {
-		w.bytes(s.skeleton)
-	}
-	w.uvarint(uint64(len(s.fields)))
-	for _, f := range s.fields {
+	w.uvarint(uint64(s.skeletonLen()))
+	w.b = s.appendSkeleton(w.b)
+	return appendLayoutTail(w.b, s.fields)
+}
+
+// appendLayoutTail appends what a layout holds after its skeleton.
+func appendLayoutTail(dst []byte, fs []field) []byte {
+	w := wbuf{b: dst}
+	w.uvarint(uint64(len(fs)))
+	for _, f := range fs {
 		w.str(f.key)
 		w.uvarint(uint64(f.hole))
 		w.byte1(f.kind())
@@ -211,14 +220,21 @@ func appendLayout(dst []byte, s split) []byte {
 	return w.b
 }
 
-// layoutTailSize is at least what appendLayout writes after the skeleton
-// for fs.
-func layoutTailSize(fs []field) int {
-	n := binary.MaxVarintLen64
-	for _, f := range fs {
-		n += len(f.key) + len(f.lead) + len(f.sep) + len(f.trail) + 5*binary.MaxVarintLen64 + 1
-	}
-	return n
+// appendLayoutOf writes what w.bytes(appendLayout(nil, s)) writes, without
+// building the layout apart: for a large response, whose skeleton (tens
+// of KB with vLLM's logprobs) goes from the body into the document once.
+func (w *wbuf) appendLayoutOf(s *split) {
+	tail := appendLayoutTail(nil, s.fields)
+	n := s.skeletonLen()
+	w.uvarint(uint64(uvarintLen(uint64(n)) + n + len(tail)))
+	w.uvarint(uint64(n))
+	w.b = s.appendSkeleton(w.b)
+	w.b = append(w.b, tail...)
+}
+
+func uvarintLen(v uint64) int {
+	var b [binary.MaxVarintLen64]byte
+	return binary.PutUvarint(b[:], v)
 }
 
 // parseLayout reads what appendLayout wrote.

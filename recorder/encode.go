@@ -164,8 +164,8 @@ func prepareCall(c *Call, dedup bool) (*prepared, error) {
 	if old != nil && old.cutsFor(c, dedup) {
 		pr.req, pr.resp = old.req, old.resp
 	} else {
-		pr.req = cutBody(c.Request, requestKeys, nil, dedup)
-		pr.resp = cutBody(c.Response, responseKeys(c.API), pr.prompt, dedup)
+		pr.req = cutBody(c.Request, requestKeys, nil, dedup, false)
+		pr.resp = cutBody(c.Response, responseKeys(c.API), pr.prompt, dedup, true)
 	}
 	var err error
 	if pr.meta == nil {
@@ -203,8 +203,11 @@ func sameSlice[T any](a, b []T) bool {
 }
 
 // cutBody splits body on the dedup keys (none without dedup) and on a
-// prompt_token_ids field equal to prompt.
-func cutBody(body []byte, keys map[string]bool, prompt []int32, dedup bool) docBody {
+// prompt_token_ids field equal to prompt. With resp, a layout too large
+// for an encoder to remember (see respLayout) is not built: the document
+// writes it from the body (see wbuf.appendLayoutOf), so that a queued call
+// does not hold a second copy of its response.
+func cutBody(body []byte, keys map[string]bool, prompt []int32, dedup, resp bool) docBody {
 	if body == nil {
 		return docBody{kind: bodyAbsent}
 	}
@@ -218,14 +221,18 @@ func cutBody(body []byte, keys map[string]bool, prompt []int32, dedup bool) docB
 	if !ok {
 		return docBody{kind: bodyLiteral, literal: body}
 	}
-	return docBody{kind: bodySplit, split: s, prefix: make([]int, len(s.fields)), layout: appendLayout(nil, s)}
+	b := docBody{kind: bodySplit, split: s, prefix: make([]int, len(s.fields))}
+	if !resp || s.src == nil || s.skeletonLen() <= maxRespLayout {
+		b.layout = appendLayout(nil, s)
+	}
+	return b
 }
 
 // sameLayout switches a split body to bodySame when its layout is the
 // base's: agent requests keep their skeleton (model, stream, options) from
 // turn to turn, and only the refs change.
 func (b *docBody) sameLayout(base []byte) {
-	if b.kind == bodySplit && base != nil && string(b.layout) == string(base) {
+	if b.kind == bodySplit && b.layout != nil && base != nil && string(b.layout) == string(base) {
 		b.kind = bodySame
 	}
 }
@@ -311,12 +318,15 @@ func (e *EpisodeEncoder) remember(id string, d *doc, t *Tokens, mm metaMap, base
 	}
 }
 
+// maxRespLayout is the largest response layout an encoder remembers.
+const maxRespLayout = 512
+
 // respLayout is the response layout an encoder remembers: none when it is
 // large. A response's skeleton carries its id (and with vLLM its prompt ids),
 // so it is almost never a later response's, and keeping kilobytes per call
 // for that chance cost more than the rare full layout it saves.
 func respLayout(l []byte) []byte {
-	if len(l) > 512 {
+	if len(l) > maxRespLayout {
 		return nil
 	}
 	return l

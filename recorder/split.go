@@ -2,7 +2,6 @@ package recorder
 
 import (
 	"bytes"
-	"encoding/binary"
 	"slices"
 	"strings"
 	"unsafe"
@@ -60,11 +59,37 @@ type field struct {
 type split struct {
 	skeleton []byte
 	fields   []field
-	// head, when set, is the start of the split's layout, already written:
-	// the skeleton's length and bytes (skeleton points into it), with room
-	// for the fields' shapes after it, so the layout does not copy the
-	// skeleton again (see appendLayout).
-	head []byte
+	// src and spans, when src is set, stand for the skeleton: src without
+	// the spans (start and end pairs, in order). splitFast leaves it so,
+	// and a large response's skeleton is then written from the body
+	// straight into its document instead of being copied first.
+	src   []byte
+	spans []int
+}
+
+// skeletonLen is the length of s's skeleton.
+func (s *split) skeletonLen() int {
+	if s.src == nil {
+		return len(s.skeleton)
+	}
+	n := len(s.src)
+	for k := 0; k < len(s.spans); k += 2 {
+		n -= s.spans[k+1] - s.spans[k]
+	}
+	return n
+}
+
+// appendSkeleton appends s's skeleton to dst.
+func (s *split) appendSkeleton(dst []byte) []byte {
+	if s.src == nil {
+		return append(dst, s.skeleton...)
+	}
+	prev := 0
+	for k := 0; k < len(s.spans); k += 2 {
+		dst = append(dst, s.src[prev:s.spans[k]]...)
+		prev = s.spans[k+1]
+	}
+	return append(dst, s.src[prev:]...)
 }
 
 // splitBody cuts the fields named in keys out of a JSON object body, and
@@ -164,26 +189,8 @@ func splitFast(body []byte, keys map[string]bool, prompt []int32) (s split, ok, 
 	if len(s.fields) == 0 {
 		return split{}, false, true
 	}
-	s.head, s.skeleton = layoutHead(body, spans, len(body)-removed, s.fields)
+	s.src, s.spans = body, spans
 	return s, true, true
-}
-
-// layoutHead writes the start of the layout of a split of body: the
-// skeleton, which is body without the spans (start and end pairs, in order)
-// and n bytes long, in one buffer with room for the fields' shapes. It
-// returns the buffer and the skeleton in it. A vLLM response's skeleton
-// keeps its choices, tens of KB that growing it by appends, then copying it
-// into the layout, wrote three times over.
-func layoutHead(body []byte, spans []int, n int, fs []field) (head, skeleton []byte) {
-	w := wbuf{b: make([]byte, 0, binary.MaxVarintLen64+n+layoutTailSize(fs))}
-	w.uvarint(uint64(n))
-	start, prev := len(w.b), 0
-	for k := 0; k < len(spans); k += 2 {
-		w.b = append(w.b, body[prev:spans[k]]...)
-		prev = spans[k+1]
-	}
-	w.b = append(w.b, body[prev:]...)
-	return w.b, w.b[start:len(w.b):len(w.b)]
 }
 
 // cutFieldFast is cutField for the value at body[i]: an array cut into

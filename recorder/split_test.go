@@ -37,6 +37,15 @@ func TestSplitFastAgrees(t *testing.T) {
 	}
 }
 
+// materialized is s with its skeleton as bytes of its own, as splitGJSON
+// and parseLayout give it.
+func materialized(s split) split {
+	if s.src != nil {
+		s.skeleton, s.src, s.spans = s.appendSkeleton(nil), nil, nil
+	}
+	return s
+}
+
 // choiceKeys cuts a chat response's choices, which the store no longer
 // does: the splitting code still cuts whatever keys it is given.
 var choiceKeys = map[string]bool{"choices": true}
@@ -51,10 +60,7 @@ func checkSplitAgrees(t *testing.T, body []byte) {
 				continue
 			}
 			gs, gok := splitGJSON(body, keys, p)
-			if fok && string(appendLayout(nil, fs)) != string(appendLayout([]byte{}, fs)) {
-				t.Fatalf("%q keys %v prompt %v: the layout written on splitFast's head differs from the one written anew", body, keys, p)
-			}
-			fs.head = nil // where splitFast wrote the skeleton, not what it is
+			fs = materialized(fs)
 			if fok != gok || !reflect.DeepEqual(fs, gs) {
 				t.Fatalf("%q keys %v prompt %v: splitFast %v %+v, splitGJSON %v %+v", body, keys, p, fok, fs, gok, gs)
 			}
@@ -85,6 +91,7 @@ func checkSplitJoins(t *testing.T, body []byte) {
 		if !ok {
 			continue
 		}
+		s = materialized(s)
 		var out []byte
 		prev := 0
 		for _, fd := range s.fields {
@@ -103,5 +110,30 @@ func checkSplitJoins(t *testing.T, body []byte) {
 		if !bytes.Equal(out, body) {
 			t.Fatalf("%q joins back as %q", body, out)
 		}
+	}
+}
+
+// TestLazyLayout: a large response's layout, written from the body into
+// the document, gives the same bytes as the layout built apart.
+func TestLazyLayout(t *testing.T) {
+	lazy := 0
+	for _, c := range vllmEpisode(4) {
+		a := cutBody(c.Response, nil, c.Tokens.PromptIDs, true, true)
+		b := cutBody(c.Response, nil, c.Tokens.PromptIDs, true, false)
+		if a.kind != bodySplit || b.layout == nil {
+			t.Fatalf("%s: kind %d, layout %d B: want a split", c.CallID, a.kind, len(b.layout))
+		}
+		if a.layout == nil {
+			lazy++
+		}
+		var wa, wb wbuf
+		a.appendTo(&wa)
+		b.appendTo(&wb)
+		if !bytes.Equal(wa.b, wb.b) {
+			t.Fatalf("%s: the document's body written from the response differs from the built layout's", c.CallID)
+		}
+	}
+	if lazy != 4 {
+		t.Errorf("%d of 4 responses left their layout to the document, want 4", lazy)
 	}
 }
