@@ -42,7 +42,8 @@ func NewEpisodeEncoder(dedup bool) *EpisodeEncoder {
 
 // Encode returns c's call document and the blocks it references that the
 // episode did not have yet. The returned slices share no memory with the
-// encoder but block data aliases c.Request and c.Response.
+// encoder but block data aliases c.Request and c.Response. A caller done
+// with docBytes may hand it back with [ReleaseDoc].
 func (e *EpisodeEncoder) Encode(c *Call) (docBytes []byte, newBlocks []Block, err error) {
 	pr := c.prep
 	if !pr.valid(c, e.dedup) {
@@ -76,7 +77,7 @@ func (e *EpisodeEncoder) Encode(c *Call) (docBytes []byte, newBlocks []Block, er
 	newBlocks = e.collectNew(&d.req, newBlocks)
 	newBlocks = e.collectNew(&d.resp, newBlocks)
 	e.remember(c.CallID, &d, c.Tokens, mm, base)
-	return d.appendTo(make([]byte, 0, d.sizeHint())), newBlocks, nil
+	return d.appendTo(docBuf(d.sizeHint())), newBlocks, nil
 }
 
 // Observe feeds a stored document of this episode to the encoder, so that an

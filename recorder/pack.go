@@ -64,6 +64,25 @@ func Pack(dst, docBytes []byte, blocks []Block) []byte {
 // packBufs recycles Pack's uncompressed staging buffers.
 var packBufs = sync.Pool{New: func() any { return new([]byte) }}
 
+// docBufs recycles call documents (see ReleaseDoc). A vLLM response's
+// document holds its choices, tens of KB per call.
+var docBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+func docBuf(size int) []byte {
+	return slices.Grow((*docBufs.Get().(*[]byte))[:0], size)
+}
+
+// ReleaseDoc hands back a document that [EpisodeEncoder.Encode] returned,
+// once nothing reads it any more (after [Pack]), for a later Encode to
+// reuse. Not calling it is fine: the GC takes the document.
+func ReleaseDoc(doc []byte) {
+	if cap(doc) == 0 || cap(doc) > 1<<20 { // a huge one goes to the GC
+		return
+	}
+	doc = doc[:0]
+	docBufs.Put(&doc)
+}
+
 // Unpack reverses [Pack]. The returned slices alias one fresh buffer.
 // Blocks whose bytes do not match their hash are rejected.
 func Unpack(packed []byte) (docBytes []byte, blocks []Block, err error) {
@@ -131,7 +150,9 @@ func MarshalCall(c *Call) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Pack(nil, d, nil), nil
+	out := Pack(nil, d, nil)
+	ReleaseDoc(d)
+	return out, nil
 }
 
 // UnmarshalCall decodes what [MarshalCall] returned.

@@ -104,7 +104,11 @@ type packJob struct {
 // With the CPU saturated, the one store writer fell behind the handlers,
 // holding their calls in memory.
 func packAll(jobs []packJob) {
-	pack := func(j *packJob) { j.payload = recorder.Pack(j.payload, j.doc, j.blocks) }
+	pack := func(j *packJob) {
+		j.payload = recorder.Pack(j.payload, j.doc, j.blocks)
+		recorder.ReleaseDoc(j.doc)
+		j.doc = nil
+	}
 	workers := min(len(jobs), runtime.GOMAXPROCS(0))
 	if workers <= 1 {
 		for i := range jobs {

@@ -200,6 +200,7 @@ func (s *Store) encodeBatch(b *episodeBatch) ([]any, error) {
 			return nil, fmt.Errorf("encode call %s: %w", c.CallID, err)
 		}
 		frame = recorder.Pack(nil, doc, blocks)
+		recorder.ReleaseDoc(doc)
 		args = append(args, c.CallID, timeKey(c.StartedAt), frame)
 	}
 	b.res.last = frameSHA(frame)
