@@ -43,3 +43,22 @@ func BenchmarkValidChunk(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSkipValue skips an assembled vLLM chat response's choices (500
+// tokens with logprobs), as the store does to reach its prompt_token_ids
+// and lineage does past a choice's logprobs.
+func BenchmarkSkipValue(b *testing.B) {
+	var entries []string
+	for i := range 500 {
+		entries = append(entries, fmt.Sprintf(`{"token":" t%d","logprob":-0.%d,"bytes":[32,116,%d],"top_logprobs":[]}`, i, i+1, 48+i%10))
+	}
+	doc := []byte(`[{"index":0,"message":{"role":"assistant","content":"` + strings.Repeat("word ", 500) +
+		`"},"logprobs":{"content":[` + strings.Join(entries, ",") + `]},"finish_reason":"stop","token_ids":[` +
+		strings.Repeat("1234,", 499) + `1234]}]`)
+	b.SetBytes(int64(len(doc)))
+	for b.Loop() {
+		if SkipValue(doc, 0) != len(doc) {
+			b.Fatal("wrong end")
+		}
+	}
+}
