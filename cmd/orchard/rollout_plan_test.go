@@ -75,7 +75,10 @@ func TestRolloutAdaptiveResumes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 
-	first := exec.CommandContext(ctx, os.Args[0], args(searchableTempDir(t))...)
+	// Both runs share a state dir: the resumed run's envd sweeps what the
+	// killed one left (jails, their dirs and cgroups), checked at the end.
+	state := searchableTempDir(t)
+	first := exec.CommandContext(ctx, os.Args[0], args(state)...)
 	first.Env = append(os.Environ(), "ORCHARD_TEST_MAIN=1")
 	var firstErr bytes.Buffer
 	first.Stderr = &firstErr
@@ -104,7 +107,7 @@ func TestRolloutAdaptiveResumes(t *testing.T) {
 		t.Fatalf("first run finished all %d rollouts before the kill; nothing left to resume", len(before))
 	}
 
-	stdout, stderr, code := runOrchardProc(t, ctx, args(searchableTempDir(t))...)
+	stdout, stderr, code := runOrchardProc(t, ctx, args(state)...)
 	if code != 0 {
 		t.Fatalf("resumed rollout exit %d\nstderr:\n%s", code, stderr)
 	}
@@ -146,6 +149,7 @@ func TestRolloutAdaptiveResumes(t *testing.T) {
 	if !regexp.MustCompile(`planner: \d+ groups from 20 rollouts`).Match(stderr) {
 		t.Errorf("no planner metrics line for 20 rollouts:\n%s", stderr)
 	}
+	assertSandboxesGone(t, state)
 
 	out, err := runCLI(t, "rollout", "plan", "--tasks", tasksPath, "--data", s.data, "--n", "2")
 	if err != nil {
