@@ -98,7 +98,10 @@ func (c *Call) heldBytes() int64 {
 		}
 	}
 	if c.prep != nil {
-		n += len(c.prep.meta) // its prompt is Tokens.PromptIDs, its cuts slices of the bodies
+		// Its prompt is Tokens.PromptIDs and its cuts are slices of the
+		// bodies, but for the layouts of a request and of a small response
+		// (a large response's is written from the body, see cutBody).
+		n += len(c.prep.meta) + len(c.prep.req.layout) + len(c.prep.resp.layout)
 	}
 	return int64(n)
 }

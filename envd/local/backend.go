@@ -358,14 +358,14 @@ func (b *Backend) start(ctx context.Context, id string, spec *envd.Spec, js jail
 		return nil, fmt.Errorf("agent log: %w", err)
 	}
 	defer logf.Close()
-	gate, err := b.command(bx, b.bwrapArgs(spec, js.root, bx.dir, js.disk), lnFile, logf)
+	held, gate, err := b.command(bx, b.bwrapArgs(spec, js.root, bx.dir, js.disk), lnFile, logf)
 	if err != nil {
 		return nil, err
 	}
 	err = bx.cmd.Start()
 	if gate != nil {
 		defer gate.Close()
-		bx.cmd.ExtraFiles[1].Close() // the gate's read end is the jail's now
+		held.Close() // the jail has its own copy
 	}
 	if err != nil {
 		return nil, fmt.Errorf("start bubblewrap: %w", err)
@@ -399,23 +399,22 @@ const gateScript = `read -r _ <&4 || exit 111; exec 4<&-; exec "$0" "$@"`
 
 // command sets bx.cmd to bubblewrap with args, the agent's listening
 // socket as fd 3 and log as its output. When bx has cgroups it runs
-// through gateScript and command returns the gate's write end, which
-// releases it.
-func (b *Backend) command(bx *box, args []string, ln, log *os.File) (*os.File, error) {
+// through gateScript, and command returns the gate's two ends: the read
+// end the jail inherits (to close once it started) and the write end
+// that releases it.
+func (b *Backend) command(bx *box, args []string, ln, log *os.File) (held, gate *os.File, err error) {
 	bx.cmd = exec.Command(b.opts.Bwrap, args...)
 	bx.cmd.ExtraFiles = []*os.File{ln}
-	var gate *os.File
 	if bx.cg != nil {
-		r, w, err := os.Pipe()
-		if err != nil {
-			return nil, fmt.Errorf("cgroup gate pipe: %w", err)
+		if held, gate, err = os.Pipe(); err != nil {
+			return nil, nil, fmt.Errorf("cgroup gate pipe: %w", err)
 		}
 		bx.cmd = exec.Command("/bin/sh", append([]string{"-c", gateScript, b.opts.Bwrap}, args...)...)
-		bx.cmd.ExtraFiles, gate = []*os.File{ln, r}, w
+		bx.cmd.ExtraFiles = []*os.File{ln, held}
 	}
 	bx.cmd.Stdout, bx.cmd.Stderr = log, log
 	bx.cmd.SysProcAttr = b.procAttr()
-	return gate, nil
+	return held, gate, nil
 }
 
 // waitReady polls the agent's health route over its socket. Connections
