@@ -25,7 +25,7 @@ image: ## build the OCI image without Docker: $(IMAGE_OUT)/orchard-oci (OCI layo
 		--out-dir $(IMAGE_OUT) --ref $(IMAGE_REF) --version $(VERSION) --commit $(COMMIT)
 
 test: ## run every test with the race detector
-	$(GO) test -race -count=1 $(TESTFLAGS) $(PKGS)
+	$(GO) test -race -count=1 -timeout 30m $(TESTFLAGS) $(PKGS)
 
 K8S_BIN ?= $(HOME)/.cache/orchard-k8s/bin
 
