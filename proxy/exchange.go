@@ -64,10 +64,16 @@ type exchange struct {
 	asm  *assemble.Streamer
 	// asmEvents: the stripper feeds asm event by event, not the tee.
 	asmEvents bool
-	eof       bool
-	readErr   error
-	ended     time.Time
-	done      bool
+	// shown is the body a non-streaming client got with the injected
+	// fields stripped: the record's response (its tokens come from resp).
+	shown []byte
+	// stripGaveUp: an event outgrew the stripper, so the client got the
+	// rest of the stream with the injected fields in it.
+	stripGaveUp bool
+	eof         bool
+	readErr     error
+	ended       time.Time
+	done        bool
 	// answered is set once the upstream's response has ended (or failed),
 	// from the goroutine serving the request; record ordering reads it.
 	answered atomic.Bool

@@ -138,5 +138,17 @@ func fidelityCase(t *testing.T, e *proxytest.Env, d fidelityDialect, r fidelityR
 		if idsGiven && (rec.Tokens == nil || len(rec.Tokens.CompletionIDs) == 0 || len(rec.Tokens.PromptIDs) == 0) {
 			t.Fatalf("no token ids recorded (injected %v): %+v", rec.Injected, rec.Tokens)
 		}
+		// The record's response is the answer to the client's own request,
+		// in the non-streaming shape: nothing the client did not see.
+		if direct.Status == 200 {
+			want := direct.Body
+			if stream {
+				want = do(t, "POST", e.Up.URL()+"/v1"+path, nil, nonStreaming(t, body)).Body
+			}
+			if !jsonEqual(t, rec.Response, want) {
+				t.Errorf("recorded response (injected %v):\n%s\nthe engine's non-streaming answer to the client's request:\n%s",
+					rec.Injected, rec.Response, want)
+			}
+		}
 	})
 }

@@ -105,11 +105,18 @@ func (h *Handler) modifyResponse(res *http.Response) error {
 	if x.strip.any() && x.respEncoding == "" && res.StatusCode == http.StatusOK {
 		if x.sse {
 			// The stripper frames the events and hands them to the
-			// assembler; the tee only keeps the raw bytes.
-			body = newStripper(body, x.strip, x.asm)
-			x.asmEvents = x.asm != nil
+			// assembler, which keeps of the injected fields only what the
+			// record's tokens need; the tee only keeps the raw bytes.
+			st := newStripper(body, x.strip, x.asm)
+			st.onPass = func() { x.stripGaveUp = true }
+			body = st
+			if x.asm != nil {
+				x.asm.Hide(x.strip.unseen())
+				x.asmEvents = true
+			}
 		} else {
-			return stripWhole(res, body, x.strip)
+			x.shown = stripWhole(res, body, x.strip)
+			return nil
 		}
 	}
 	res.Body = body

@@ -77,9 +77,10 @@ func (x *exchange) commitPatch(body []byte) {
 }
 
 // stripWhole strips injected fields from a non-streaming JSON answer. It
-// reads the whole body through the tee (so the record keeps the upstream's
-// bytes) and fixes Content-Length.
-func stripWhole(res *http.Response, body io.ReadCloser, r stripRules) error {
+// reads the whole body through the tee (so the record's tokens come from
+// the upstream's bytes), fixes Content-Length and returns what the client
+// gets, or nil when the body could not be read whole.
+func stripWhole(res *http.Response, body io.ReadCloser, r stripRules) []byte {
 	full, err := io.ReadAll(body)
 	if err != nil {
 		// Pass on what came and then the error, as an unstripped stream would.
@@ -90,7 +91,7 @@ func stripWhole(res *http.Response, body io.ReadCloser, r stripRules) error {
 	res.Body = readCloser{bytes.NewReader(out), body}
 	res.ContentLength = int64(len(out))
 	res.Header.Set("Content-Length", strconv.Itoa(len(out)))
-	return nil
+	return out
 }
 
 type readCloser struct {

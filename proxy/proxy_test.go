@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 
 	"github.com/orchard-rl/orchard/proxy"
 	"github.com/orchard-rl/orchard/recorder"
@@ -45,8 +46,9 @@ var weatherTool = map[string]any{"type": "function", "function": map[string]any{
 
 // TestByteIdentity is the capture path's contract: for every recorded API,
 // streaming or not, the client gets exactly the upstream's bytes through the
-// proxy, and the record holds the response the non-streaming API returns,
-// with the engine's token ids.
+// proxy, and the record holds the response the non-streaming API returns
+// for the client's request (without the fields the proxy injected), with
+// the engine's token ids from the request the proxy sent.
 func TestByteIdentity(t *testing.T) {
 	e := newEnv(t, func(o *proxy.Options) {
 		o.Upstream.Kind = "vllm"
@@ -82,15 +84,30 @@ func TestByteIdentity(t *testing.T) {
 					if !jsonEqual(t, c.Request, body) {
 						t.Errorf("recorded request differs from the one sent")
 					}
-					want := do(t, "POST", e.Up.URL()+"/v1"+ac.path, nil, e.AsProxied(t, ua))
+					want := do(t, "POST", e.Up.URL()+"/v1"+ac.path, nil, nonStreaming(t, body))
 					if !jsonEqual(t, c.Response, want.Body) {
 						t.Errorf("recorded response:\n%s\nnon-streaming response:\n%s", c.Response, want.Body)
 					}
-					checkTokens(t, ac.api, c, want.Body)
+					proxied := do(t, "POST", e.Up.URL()+"/v1"+ac.path, nil, e.AsProxied(t, ua))
+					checkTokens(t, ac.api, c, proxied.Body)
 				})
 			}
 		}
 	}
+}
+
+// nonStreaming is a request body asking for the same generation without
+// streaming.
+func nonStreaming(t *testing.T, body []byte) []byte {
+	t.Helper()
+	b, err := sjson.DeleteBytes(body, "stream_options")
+	if err == nil {
+		b, err = sjson.SetBytes(b, "stream", false)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // checkTokens compares recorded ids with the ones the engine returned in

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"strconv"
 	"unicode/utf8"
 	"unsafe"
 
+	"github.com/orchard-rl/orchard/internal/sse"
 	"github.com/orchard-rl/orchard/proxy/assemble"
 	"github.com/orchard-rl/orchard/recorder"
 )
@@ -46,6 +48,10 @@ func (h *Handler) record(x *exchange) {
 	}
 	if x.readErr != nil && c.EndReason == recorder.EndUpstreamError {
 		c.Error = x.readErr.Error()
+	}
+	if x.stripGaveUp && c.Error == "" {
+		c.Error = "an event outgrew the proxy's " + strconv.Itoa(sse.DefaultMaxEvent>>20) + " MiB event limit, so the client got " +
+			"the rest of the stream unstripped, with the token fields the proxy asked for (the record's response leaves them out)"
 	}
 	h.notFoundHint(c)
 	if x.resp != nil || x.asm != nil {
@@ -104,7 +110,11 @@ func (h *Handler) recordResponse(c *recorder.Call, x *exchange) {
 		h.assembled(c, assemble.Stream(c.API, body), body, true)
 		return
 	}
-	h.assembled(c, assemble.JSON(c.API, body), body, false)
+	res := assemble.JSON(c.API, body)
+	if x.shown != nil && res.Done {
+		res.Response = x.shown // as the client got it; the tokens are the upstream's
+	}
+	h.assembled(c, res, body, false)
 }
 
 // assembled fills the record from an assembly result; body is the raw body

@@ -51,6 +51,16 @@ type fieldRule struct {
 
 func (s stripRules) any() bool { return s.usage || len(s.fields) > 0 }
 
+// unseen is what the assembler is to show of the stripped fields: what
+// the client saw of them.
+func (s stripRules) unseen() []assemble.Unseen {
+	u := make([]assemble.Unseen, len(s.fields))
+	for i, f := range s.fields {
+		u[i] = assemble.Unseen{Name: f.name, PerChoice: f.perChoice, Remove: f.remove}
+	}
+	return u
+}
+
 // stripper rewrites an SSE body event by event. Events it does not need to
 // change pass through as the exact bytes received; only events that carry
 // an injected field are re-serialised. If an event grows past the framer's
@@ -70,6 +80,8 @@ type stripper struct {
 	// and each chunk's JSON validated once: a chunk the template or the
 	// lookups found valid is handed over as such.
 	asm *assemble.Streamer
+	// onPass, when not nil, is called when the stripper gives up.
+	onPass func()
 }
 
 // strippers recycles a stripper's buffers (read buffer, output, framer)
@@ -122,6 +134,9 @@ func (s *stripper) feed(p []byte) {
 	}
 	if _, err := s.f.Write(p); err != nil {
 		s.pass = true
+		if s.onPass != nil {
+			s.onPass()
+		}
 		rest := s.f.Rest()
 		s.out = append(s.out, rest...)
 		s.out = append(s.out, p...)

@@ -23,6 +23,8 @@ type choice struct {
 	lp     logprobs
 	ids    idList
 	prompt idList
+	// hidePrompt: this choice's prompt_token_ids is unseen (Streamer.Hide).
+	hidePrompt bool
 	// mismatch notes chunks whose token_ids and logprob entries disagree.
 	mismatch string
 }
@@ -65,7 +67,11 @@ func (ch *choice) add(v val, chat bool) {
 			if ids, ok := tokenIDs(f); ok && !ch.prompt.seen {
 				ch.prompt = idList{ids, true}
 			}
-			ch.fields.mergeRaw(k, f.raw)
+			if ch.hidePrompt {
+				ch.fields.put("prompt_token_ids", nullJSON)
+			} else {
+				ch.fields.mergeRaw(k, f.raw)
+			}
 		default:
 			ch.fields.mergeRaw(k, f.raw)
 		}
@@ -237,7 +243,11 @@ func (ch *choice) prepare(chat bool) (out object, lp, ids bool) {
 	if s, ok := ch.texts.get("text"); ok {
 		out.set("text", quote(string(s)))
 	}
-	return out, out.has("logprobs") && ch.lp.seen, out.has("token_ids") && ch.ids.seen
+	u := ch.c.unseen
+	u.apply(&out, true)
+	lp = out.has("logprobs") && ch.lp.seen && !ch.lp.valuesOnly
+	ids = out.has("token_ids") && ch.ids.seen && !u.has("token_ids", true)
+	return out, lp, ids
 }
 
 // size is about the length of the prepared choice rendered.

@@ -20,13 +20,17 @@ type choices struct {
 	done    bool
 	errs    []string
 	prompt  idList // top-level prompt_token_ids (vLLM chat)
-	sglIn   idList // sglext.input_ids (SGLang)
-	sglOut  map[int64][]int32
-	nChunks int
-	tpl     template
-	cur     []byte // the chunk being parsed in full (for template offsets)
-	valid   bool   // the chunk being consumed is known strictly valid JSON
-	group   int    // choice objects seen in the chunk being parsed
+	unseen  unseen // members the client never saw (Streamer.Hide)
+	// hidePrompt: the top-level prompt_token_ids is unseen; its ids are
+	// read, its text is not kept.
+	hidePrompt bool
+	sglIn      idList // sglext.input_ids (SGLang)
+	sglOut     map[int64][]int32
+	nChunks    int
+	tpl        template
+	cur        []byte // the chunk being parsed in full (for template offsets)
+	valid      bool   // the chunk being consumed is known strictly valid JSON
+	group      int    // choice objects seen in the chunk being parsed
 }
 
 // idList is a list of token ids and whether the upstream sent it at all.
@@ -111,7 +115,11 @@ func (c *choices) topField(k, v val) {
 		if ids, ok := tokenIDs(v); ok && !c.prompt.seen {
 			c.prompt = idList{ids, true}
 		}
-		c.top.mergeRaw(k, v.raw)
+		if c.hidePrompt {
+			c.top.put("prompt_token_ids", nullJSON) // shown as the client saw it by result
+		} else {
+			c.top.mergeRaw(k, v.raw)
+		}
 	case "sglext":
 		c.noTemplate() // appends output ids
 		c.sglext(v)
@@ -140,6 +148,8 @@ func (c *choices) choice(i int64) *choice {
 	ch := c.byIndex[i]
 	if ch == nil {
 		ch = &choice{c: c, index: i}
+		ch.lp.valuesOnly = c.unseen.has("logprobs", true)
+		ch.hidePrompt = c.unseen.has("prompt_token_ids", true)
 		ch.fields.set("index", []byte(itoa64(i)))
 		c.byIndex[i] = ch
 	}
@@ -184,6 +194,7 @@ func (c *choices) result() Result {
 	// The response is written once, into one buffer: the choices, their
 	// logprobs and token ids straight from what was accumulated.
 	c.top.set("choices", nullJSON) // keeps its place; appended at the end if no chunk had it
+	c.unseen.apply(&c.top, false)
 	r.Response = c.top.appendTo(make([]byte, 0, size+2), func(b []byte, k string) ([]byte, bool) {
 		if k != "choices" {
 			return b, false

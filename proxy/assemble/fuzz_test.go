@@ -34,6 +34,14 @@ func FuzzStream(f *testing.F) {
 			t.Fatalf("invalid usage JSON %q", r.Usage)
 		}
 		checkAligned(t, r.Tokens)
+		// Hiding the token members leaves the tokens and a valid response.
+		s, _ := assemble.NewStreamer(fuzzAPIs[int(api)%len(fuzzAPIs)])
+		s.Hide([]assemble.Unseen{{Name: "logprobs", PerChoice: true}, {Name: "token_ids", PerChoice: true, Remove: api&0x80 != 0},
+			{Name: "prompt_token_ids", PerChoice: api&0x40 != 0}})
+		s.Write(body)
+		if h := s.Result(); !reflect.DeepEqual(h.Tokens, r.Tokens) || (h.Response != nil && !json.Valid(h.Response)) {
+			t.Fatalf("hidden: tokens %+v (want %+v), response %q", h.Tokens, r.Tokens, h.Response)
+		}
 		j := assemble.JSON(fuzzAPIs[int(api)%len(fuzzAPIs)], body)
 		if !json.Valid(j.Response) {
 			t.Fatalf("JSON: invalid response %q", j.Response)

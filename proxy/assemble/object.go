@@ -3,6 +3,7 @@ package assemble
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strconv"
 )
 
@@ -47,6 +48,15 @@ func (o *object) mergeRaw(k val, raw []byte) {
 		return
 	}
 	o.set(k.String(), bytes.Clone(raw))
+}
+
+// del removes k.
+func (o *object) del(k string) {
+	if _, ok := o.vals[k]; !ok {
+		return
+	}
+	delete(o.vals, k)
+	o.keys = slices.DeleteFunc(o.keys, func(s string) bool { return s == k })
 }
 
 func (o *object) get(k string) ([]byte, bool) {

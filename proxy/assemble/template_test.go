@@ -124,33 +124,7 @@ func TestTemplateEqualsFullParse(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	replayed := 0
 	for n := range 20000 {
-		var b strings.Builder
-		var prev string
-		for range 1 + r.IntN(12) {
-			var c string
-			switch r.IntN(6) {
-			case 0, 1, 2:
-				if prev != "" {
-					// vary only a few values of prev
-					c = prev
-					for _, rep := range [][2]string{{`"tok"`, pick(r, `"tok"`, `"x"`, `"a\"b"`, "null", "1")}, {"[1]", pick(r, "[1]", "[4,5]", "[]", "null")}, {`"a"`, pick(r, `"a"`, `"zz"`)}, {`-1`, pick(r, "-1", "-3", "1e999")}} {
-						if r.IntN(2) == 0 {
-							c = strings.Replace(c, rep[0], rep[1], 1)
-						}
-					}
-					break
-				}
-				fallthrough
-			default:
-				c = genChunk(r)
-			}
-			prev = c
-			b.WriteString("data: " + c + "\n\n")
-		}
-		if r.IntN(2) == 0 {
-			b.WriteString("data: [DONE]\n\n")
-		}
-		body := []byte(b.String())
+		body := genStream(r)
 		for _, chat := range []bool{true, false} {
 			fast, full := newChoices(chat), newChoices(chat)
 			full.tpl.off = true
@@ -171,4 +145,36 @@ func TestTemplateEqualsFullParse(t *testing.T) {
 	if replayed < 50000 {
 		t.Fatalf("only %d chunks met a template: the test no longer exercises replay", replayed)
 	}
+}
+
+// genStream generates a chat or completions stream whose chunks often
+// repeat the previous one with a few values changed.
+func genStream(r *rand.Rand) []byte {
+	var b strings.Builder
+	var prev string
+	for range 1 + r.IntN(12) {
+		var c string
+		switch r.IntN(6) {
+		case 0, 1, 2:
+			if prev != "" {
+				// vary only a few values of prev
+				c = prev
+				for _, rep := range [][2]string{{`"tok"`, pick(r, `"tok"`, `"x"`, `"a\"b"`, "null", "1")}, {"[1]", pick(r, "[1]", "[4,5]", "[]", "null")}, {`"a"`, pick(r, `"a"`, `"zz"`)}, {`-1`, pick(r, "-1", "-3", "1e999")}} {
+					if r.IntN(2) == 0 {
+						c = strings.Replace(c, rep[0], rep[1], 1)
+					}
+				}
+				break
+			}
+			fallthrough
+		default:
+			c = genChunk(r)
+		}
+		prev = c
+		b.WriteString("data: " + c + "\n\n")
+	}
+	if r.IntN(2) == 0 {
+		b.WriteString("data: [DONE]\n\n")
+	}
+	return []byte(b.String())
 }

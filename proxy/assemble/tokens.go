@@ -19,7 +19,11 @@ type logprobs struct {
 	arrays map[string]*jsonList
 	values []float32 // the sampled tokens' logprobs, in order
 	seen   bool
-	known  holeElems // during addKnown: the extents of v's array elements
+	// valuesOnly: the client never saw this choice's logprobs (see
+	// Streamer.Hide); only the sampled tokens' logprobs are kept, for the
+	// record's tokens, and the response shows the field as null.
+	valuesOnly bool
+	known      holeElems // during addKnown: the extents of v's array elements
 }
 
 // jsonList is a JSON array under construction: its elements' raw bytes,
@@ -93,10 +97,17 @@ func (l *logprobs) add(v val, chat bool) int {
 		i = jsonscan.SkipSpace(b, jsonscan.SkipSpace(b, ke)+1) // past the colon
 		if b[i] != '[' {
 			ve := jsonscan.SkipValue(b, i)
-			if _, isArr := l.arrays[k.text()]; !isArr {
+			if _, isArr := l.arrays[k.text()]; !isArr && !l.valuesOnly {
 				l.obj.mergeRaw(k, b[i:ve])
 			}
 			i = ve
+			continue
+		}
+		var c int
+		if l.valuesOnly {
+			key := k.text()
+			i, c = l.addElems(nil, b, i, chat && key == "content", !chat && key == "token_logprobs")
+			n += c
 			continue
 		}
 		if l.arrays == nil {
@@ -108,7 +119,6 @@ func (l *logprobs) add(v val, chat bool) int {
 			l.arrays[lst.key] = lst
 		}
 		l.obj.put(lst.key, nullJSON)
-		var c int
 		i, c = l.addElems(lst, b, i, chat && lst.key == "content", !chat && lst.key == "token_logprobs")
 		n += c
 	}
@@ -139,10 +149,11 @@ func (l *logprobs) knownEnd(i int) int {
 	return -1
 }
 
-// addElems appends the elements of the array at b[i] to lst and, for the
-// lists of sampled-token entries (content: each entry's "logprob";
-// tokenLogprobs: the elements themselves), their logprobs to l.values. It
-// returns the position after the array and the number of logprobs taken.
+// addElems appends the elements of the array at b[i] to lst (unless nil)
+// and, for the lists of sampled-token entries (content: each entry's
+// "logprob"; tokenLogprobs: the elements themselves), their logprobs to
+// l.values. It returns the position after the array and the number of
+// logprobs taken.
 func (l *logprobs) addElems(lst *jsonList, b []byte, i int, content, tokenLogprobs bool) (int, int) {
 	n := 0
 	for i++; ; {
@@ -173,7 +184,9 @@ func (l *logprobs) addElems(lst *jsonList, b []byte, i int, content, tokenLogpro
 		case end < 0:
 			end = jsonscan.SkipValue(b, i)
 		}
-		lst.add(b[i:end])
+		if lst != nil {
+			lst.add(b[i:end])
+		}
 		i = end
 	}
 }
