@@ -83,6 +83,9 @@ type suite struct {
 	redis   *proc // nil when Redis is unavailable
 	q       *requests
 	r       *rendered
+	// bins are the copies of cfg.Bin and cfg.BaselineBin that the proxies
+	// run from (see copyBinaries).
+	bins    [2]string
 	skipped map[string]string // target key -> why
 	cells   map[cellKey]*cellRun
 	order   []cellKey
@@ -182,9 +185,9 @@ func (s *suite) bin(t target) string {
 	case t.bench:
 		return s.cfg.BenchBin
 	case t.of != "":
-		return s.cfg.BaselineBin
+		return s.bins[1]
 	}
-	return s.cfg.Bin
+	return s.bins[0]
 }
 
 func reversed(ts []target) []target {
@@ -204,6 +207,9 @@ func (s *suite) setup(ctx context.Context) error {
 		}
 	} else if err = os.MkdirAll(s.work, 0o755); err != nil {
 		return fmt.Errorf("make work dir: %w", err)
+	}
+	if s.bins, err = copyBinaries(s.work, s.cfg.Bin, s.cfg.BaselineBin); err != nil {
+		return err
 	}
 	if s.r, err = s.cfg.Scenario.render(); err != nil {
 		return err
