@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
+	"slices"
 
 	"github.com/tidwall/gjson"
 
+	"github.com/orchard-rl/orchard/internal/jsonscan"
 	"github.com/orchard-rl/orchard/internal/sse"
 	"github.com/orchard-rl/orchard/recorder"
 )
@@ -139,6 +142,52 @@ func appendIDs(dst []int32, v val) (out []int32, n int, ok bool) {
 	if !v.IsArray() {
 		return dst, 0, false
 	}
+	start := len(dst)
+	fast, ok := appendPlainInts(dst, v.raw)
+	if ok {
+		return fast, len(fast) - start, true
+	}
+	return appendIDsSlow(fast[:start], v)
+}
+
+// appendPlainInts appends the elements of the JSON array b to dst when each
+// is a plain integer (digits without sign, fraction, exponent or leading
+// zero) that fits an int32, as engines write token ids; on anything else it
+// reports false, with dst's contents past its length undefined, and the
+// caller takes the general path. Prompt ids run to thousands a call, and
+// the general path scanned each twice, through a callback.
+func appendPlainInts(dst []int32, b []byte) ([]int32, bool) {
+	if len(b) > 64 && cap(dst)-len(dst) < len(b)/4 {
+		dst = slices.Grow(dst, bytes.Count(b, []byte{','})+1)
+	}
+	i := jsonscan.SkipSpace(b, 1)
+	if i < len(b) && b[i] == ']' {
+		return dst, true
+	}
+	for i < len(b) {
+		j, n := i, int64(0)
+		for ; j < len(b) && b[j] >= '0' && b[j] <= '9' && n <= math.MaxInt32; j++ {
+			n = n*10 + int64(b[j]-'0')
+		}
+		if j == i || n > math.MaxInt32 || (b[i] == '0' && j-i > 1) {
+			return dst, false
+		}
+		dst = append(dst, int32(n))
+		i = jsonscan.SkipSpace(b, j)
+		switch {
+		case i < len(b) && b[i] == ',':
+			i = jsonscan.SkipSpace(b, i+1)
+		case i < len(b) && b[i] == ']':
+			return dst, true
+		default:
+			return dst, false
+		}
+	}
+	return dst, false
+}
+
+// appendIDsSlow is appendIDs for any array: each element read as a value.
+func appendIDsSlow(dst []int32, v val) (out []int32, n int, ok bool) {
 	start := len(dst)
 	ok = true
 	v.ForEach(func(_, x val) bool {

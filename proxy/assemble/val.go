@@ -97,7 +97,7 @@ func (v val) text() string {
 
 // Int is gjson.Result.Int.
 func (v val) Int() int64 {
-	if v.Type == gjson.Number && v.raw != nil && len(v.raw) <= 18 {
+	if v.Type == gjson.Number && len(v.raw) > 0 && len(v.raw) <= 18 {
 		neg, d := false, v.raw
 		if d[0] == '-' {
 			neg, d = true, d[1:]
