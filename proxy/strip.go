@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -227,14 +228,14 @@ func (r stripRules) appendRewritten(dst, data []byte, chunk bool) ([]byte, bool)
 func (r stripRules) plan(data []byte, chunk bool) ([]edit, bool) {
 	var edits []edit
 	if r.usage && chunk {
-		u := gjson.GetBytes(data, "usage")
+		u := lookup(data, "usage")
 		switch {
 		case !u.Exists():
 		case u.Type == gjson.Null:
 			if r.nullUsage && !serverShaped(data) {
 				edits = append(edits, edit{at: -1, path: "usage"})
 			}
-		case gjson.GetBytes(data, "choices.#").Int() == 0:
+		case lookup(data, "choices.#").Int() == 0:
 			return nil, true
 		case r.continuous && r.usageNull && u.Index > 0:
 			edits = append(edits, edit{at: u.Index, n: len(u.Raw)})
@@ -245,7 +246,7 @@ func (r stripRules) plan(data []byte, chunk bool) ([]edit, bool) {
 	if len(r.fields) == 0 {
 		return edits, false
 	}
-	n := int(gjson.GetBytes(data, "choices.#").Int())
+	n := int(lookup(data, "choices.#").Int())
 	for _, f := range r.fields {
 		if !f.perChoice {
 			edits = f.find(data, f.name, edits)
@@ -258,11 +259,19 @@ func (r stripRules) plan(data []byte, chunk bool) ([]edit, bool) {
 	return edits, false
 }
 
+// lookup is gjson.GetBytes without its copy of the value: the result's Raw
+// aliases data, and the edits keep only its offset and length. A vLLM
+// stream's first chunk carries the prompt's ids, kilobytes that
+// GetBytes copied to find where they are.
+func lookup(data []byte, path string) gjson.Result {
+	return gjson.Get(unsafe.String(unsafe.SliceData(data), len(data)), path)
+}
+
 // serverShaped reports whether a chunk's first choice has a field only
 // vLLM (stop_reason) or SGLang (matched_stop) writes: such a server sends
 // its "usage":null whether or not include_usage was asked for.
 func serverShaped(data []byte) bool {
-	c := gjson.GetBytes(data, "choices.0")
+	c := lookup(data, "choices.0")
 	return c.Get("stop_reason").Exists() || c.Get("matched_stop").Exists()
 }
 
@@ -274,7 +283,7 @@ type edit struct {
 
 // find notes the edit that strips the value at path, if there is one.
 func (f fieldRule) find(data []byte, path string, edits []edit) []edit {
-	v := gjson.GetBytes(data, path)
+	v := lookup(data, path)
 	switch {
 	case !v.Exists():
 	case f.remove:
