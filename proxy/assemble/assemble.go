@@ -187,7 +187,12 @@ func appendPlainInts(dst []int32, b []byte) ([]int32, bool) {
 }
 
 // appendIDsSlow is appendIDs for any array: each element read as a value.
+// The fast path took every array engines write, so this one can afford to
+// check that v is JSON at all.
 func appendIDsSlow(dst []int32, v val) (out []int32, n int, ok bool) {
+	if !gjson.ValidBytes(v.raw) {
+		return dst, 0, false
+	}
 	start := len(dst)
 	ok = true
 	v.ForEach(func(_, x val) bool {

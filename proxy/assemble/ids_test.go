@@ -29,6 +29,16 @@ func FuzzAppendIDs(f *testing.F) {
 	})
 }
 
+// TestAppendIDsInvalid: an array that is not JSON ends the walk (it used to
+// loop forever on a byte that starts no value).
+func TestAppendIDsInvalid(t *testing.T) {
+	for _, s := range []string{"[A", "[1,A]", "[1 A", "[}"} {
+		if ids, n, ok := appendIDs(nil, valOf([]byte(s))); ok || n != 0 || len(ids) != 0 {
+			t.Errorf("appendIDs(%q) = %v, %d, %v; want nothing", s, ids, n, ok)
+		}
+	}
+}
+
 // BenchmarkAppendIDs reads a prompt's 4,000 token ids, as a vLLM stream's
 // first chunk carries them.
 func BenchmarkAppendIDs(b *testing.B) {

@@ -179,6 +179,9 @@ func (v val) ForEach(fn func(k, e val) bool) {
 			i = jsonscan.SkipSpace(b, i)
 		}
 		ve := jsonscan.SkipValue(b, i)
+		if ve <= i {
+			return // not a value: the callers read only valid JSON, but never loop
+		}
 		if !fn(k, val{raw: b[i:ve], Type: jsonscan.TypeOf(b[i])}) {
 			return
 		}
