@@ -108,10 +108,10 @@ func (h *Handler) modifyResponse(res *http.Response) error {
 			// assembler, which keeps of the injected fields only what the
 			// record's tokens need; the tee only keeps the raw bytes.
 			st := newStripper(body, x.strip, x.asm)
-			st.onPass = func() { x.stripGaveUp = true }
+			st.gaveUp = &x.stripGaveUp
 			body = st
 			if x.asm != nil {
-				x.asm.Hide(x.strip.unseen())
+				x.asm.Hide(x.strip.fields)
 				x.asmEvents = true
 			}
 		} else {

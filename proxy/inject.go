@@ -9,6 +9,7 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 
+	"github.com/orchard-rl/orchard/proxy/assemble"
 	"github.com/orchard-rl/orchard/recorder"
 )
 
@@ -48,12 +49,12 @@ func (x *exchange) patchRequest() {
 		set("return_token_ids", true)
 		if kind == KindVLLM {
 			x.strip.fields = append(x.strip.fields,
-				fieldRule{name: "prompt_token_ids", perChoice: !chat},
-				fieldRule{name: "token_ids", perChoice: true})
+				assemble.Unseen{Name: "prompt_token_ids", PerChoice: !chat},
+				assemble.Unseen{Name: "token_ids", PerChoice: true})
 		} else {
 			x.strip.fields = append(x.strip.fields,
-				fieldRule{name: "prompt_token_ids", perChoice: true, remove: chat},
-				fieldRule{name: "token_ids", perChoice: true, remove: chat})
+				assemble.Unseen{Name: "prompt_token_ids", PerChoice: true, Remove: chat},
+				assemble.Unseen{Name: "token_ids", PerChoice: true, Remove: chat})
 		}
 	}
 	// vLLM refuses top_logprobs without logprobs: true (check_logprobs in
@@ -62,10 +63,10 @@ func (x *exchange) patchRequest() {
 	top := gjson.GetBytes(body, "top_logprobs")
 	if lp := gjson.GetBytes(body, "logprobs"); chat && !lp.Bool() && (!top.Exists() || top.Type == gjson.Null) {
 		set("logprobs", true)
-		x.strip.fields = append(x.strip.fields, fieldRule{name: "logprobs", perChoice: true})
+		x.strip.fields = append(x.strip.fields, assemble.Unseen{Name: "logprobs", PerChoice: true})
 	} else if !chat && (!lp.Exists() || lp.Type == gjson.Null) {
 		set("logprobs", 1)
-		x.strip.fields = append(x.strip.fields, fieldRule{name: "logprobs", perChoice: true})
+		x.strip.fields = append(x.strip.fields, assemble.Unseen{Name: "logprobs", PerChoice: true})
 	}
 	x.commitPatch(body)
 }

@@ -36,31 +36,16 @@ type stripRules struct {
 	// for continuous_usage_stats alone, so it gets no such rule.
 	continuous bool
 	usageNull  bool
-	// fields the proxy asked for (token ids, logprobs) and must take out.
-	fields []fieldRule
-}
-
-// fieldRule removes one injected field: at the top level of a chunk or
-// response, or in every choice. The upstream renders a field nobody asked
-// for either as null (vLLM, which writes explicitly passed fields even when
-// unset) or not at all (SGLang's per-choice ids), and so does the rule.
-type fieldRule struct {
-	name      string
-	perChoice bool
-	remove    bool // delete the key; false sets it to null
+	// fields the proxy asked for (token ids, logprobs) and must take out:
+	// at the top level of a chunk or response, or in every choice. The
+	// upstream renders a field nobody asked for either as null (vLLM,
+	// which writes explicitly passed fields even when unset) or not at all
+	// (SGLang's per-choice ids), and so does the stripper; the assembler
+	// shows them in the record the same way (Streamer.Hide).
+	fields []assemble.Unseen
 }
 
 func (s stripRules) any() bool { return s.usage || len(s.fields) > 0 }
-
-// unseen is what the assembler is to show of the stripped fields: what
-// the client saw of them.
-func (s stripRules) unseen() []assemble.Unseen {
-	u := make([]assemble.Unseen, len(s.fields))
-	for i, f := range s.fields {
-		u[i] = assemble.Unseen{Name: f.name, PerChoice: f.perChoice, Remove: f.remove}
-	}
-	return u
-}
 
 // stripper rewrites an SSE body event by event. Events it does not need to
 // change pass through as the exact bytes received; only events that carry
@@ -81,8 +66,8 @@ type stripper struct {
 	// and each chunk's JSON validated once: a chunk the template or the
 	// lookups found valid is handed over as such.
 	asm *assemble.Streamer
-	// onPass, when not nil, is called when the stripper gives up.
-	onPass func()
+	// gaveUp, when not nil, is set when the stripper gives up.
+	gaveUp *bool
 }
 
 // strippers recycles a stripper's buffers (read buffer, output, framer)
@@ -135,8 +120,8 @@ func (s *stripper) feed(p []byte) {
 	}
 	if _, err := s.f.Write(p); err != nil {
 		s.pass = true
-		if s.onPass != nil {
-			s.onPass()
+		if s.gaveUp != nil {
+			*s.gaveUp = true
 		}
 		rest := s.f.Rest()
 		s.out = append(s.out, rest...)
@@ -248,12 +233,12 @@ func (r stripRules) plan(data []byte, chunk bool) ([]edit, bool) {
 	}
 	n := int(lookup(data, "choices.#").Int())
 	for _, f := range r.fields {
-		if !f.perChoice {
-			edits = f.find(data, f.name, edits)
+		if !f.PerChoice {
+			edits = find(f, data, f.Name, edits)
 			continue
 		}
 		for i := range n {
-			edits = f.find(data, "choices."+strconv.Itoa(i)+"."+f.name, edits)
+			edits = find(f, data, "choices."+strconv.Itoa(i)+"."+f.Name, edits)
 		}
 	}
 	return edits, false
@@ -281,12 +266,12 @@ type edit struct {
 	path  string // set for deletions
 }
 
-// find notes the edit that strips the value at path, if there is one.
-func (f fieldRule) find(data []byte, path string, edits []edit) []edit {
+// find notes the edit that strips f's value at path, if there is one.
+func find(f assemble.Unseen, data []byte, path string, edits []edit) []edit {
 	v := lookup(data, path)
 	switch {
 	case !v.Exists():
-	case f.remove:
+	case f.Remove:
 		edits = append(edits, edit{at: -1, path: path})
 	case v.Type != gjson.Null && v.Index > 0:
 		edits = append(edits, edit{at: v.Index, n: len(v.Raw)})

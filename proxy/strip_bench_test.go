@@ -14,7 +14,7 @@ import (
 // the proxy: stripping the injected ids and logprobs from each chunk and
 // feeding it to the assembler, for a stream of n token chunks.
 func BenchmarkStripAssemble(b *testing.B) {
-	rules := stripRules{fields: []fieldRule{{name: "prompt_token_ids"}, {name: "token_ids", perChoice: true}, {name: "logprobs", perChoice: true}}}
+	rules := stripRules{fields: []assemble.Unseen{{Name: "prompt_token_ids"}, {Name: "token_ids", PerChoice: true}, {Name: "logprobs", PerChoice: true}}}
 	for _, n := range []int{100, 1000} {
 		var body bytes.Buffer
 		body.WriteString(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1767225600,"model":"qwen","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}],"prompt_token_ids":[1,2,3]}` + "\n\n")

@@ -22,10 +22,10 @@ func TestStripTemplate(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(7, 9))
 	ruleSets := []stripRules{
-		{fields: []fieldRule{{name: "prompt_token_ids"}, {name: "token_ids", perChoice: true}, {name: "logprobs", perChoice: true}}},
-		{usage: true, fields: []fieldRule{{name: "prompt_token_ids"}, {name: "token_ids", perChoice: true}}},
+		{fields: []assemble.Unseen{{Name: "prompt_token_ids"}, {Name: "token_ids", PerChoice: true}, {Name: "logprobs", PerChoice: true}}},
+		{usage: true, fields: []assemble.Unseen{{Name: "prompt_token_ids"}, {Name: "token_ids", PerChoice: true}}},
 		{usage: true, nullUsage: true},
-		{fields: []fieldRule{{name: "token_ids", perChoice: true, remove: true}}},
+		{fields: []assemble.Unseen{{Name: "token_ids", PerChoice: true, Remove: true}}},
 	}
 	replayed := 0
 	for n := range 3000 {
@@ -154,8 +154,8 @@ func TestStripperFeedsAssembler(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(11, 13))
 	rules := []stripRules{
-		{fields: []fieldRule{{name: "prompt_token_ids"}, {name: "token_ids", perChoice: true}, {name: "logprobs", perChoice: true}}},
-		{usage: true, fields: []fieldRule{{name: "token_ids", perChoice: true, remove: true}}},
+		{fields: []assemble.Unseen{{Name: "prompt_token_ids"}, {Name: "token_ids", PerChoice: true}, {Name: "logprobs", PerChoice: true}}},
+		{usage: true, fields: []assemble.Unseen{{Name: "token_ids", PerChoice: true, Remove: true}}},
 	}
 	for n := range 2000 {
 		body := genStream(r)

@@ -161,16 +161,16 @@ func redisCommand(ctx context.Context, addr, cmd string) error {
 	return nil
 }
 
-// copyBinaries copies the orchard binaries under test (an empty path is
-// skipped) into dir, fresh files both, and returns the copies' paths. A
+// copyBinaries copies the orchard binary under test and the baseline (if
+// any) into dir, fresh files both, and returns the copies' paths. A
 // process's resident set counts the pages of its executable mapped in, and
 // how many are depends on how the file sits in the page cache: an idle
 // `orchard proxy` was seen at 43 MB run from one file and 56 MB from a
 // byte-identical one, the difference all file-backed. Run from copies made
 // alike, a target and its baseline twin start on the same footing.
-func copyBinaries(dir string, bins ...string) ([2]string, error) {
+func copyBinaries(dir, bin, baseline string) ([2]string, error) {
 	var out [2]string
-	for i, src := range bins[:min(len(bins), 2)] {
+	for i, src := range [2]string{bin, baseline} {
 		if src == "" {
 			continue
 		}

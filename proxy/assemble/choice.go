@@ -23,8 +23,6 @@ type choice struct {
 	lp     logprobs
 	ids    idList
 	prompt idList
-	// hidePrompt: this choice's prompt_token_ids is unseen (Streamer.Hide).
-	hidePrompt bool
 	// mismatch notes chunks whose token_ids and logprob entries disagree.
 	mismatch string
 }
@@ -67,7 +65,7 @@ func (ch *choice) add(v val, chat bool) {
 			if ids, ok := tokenIDs(f); ok && !ch.prompt.seen {
 				ch.prompt = idList{ids, true}
 			}
-			if ch.hidePrompt {
+			if ch.c.unseen.has("prompt_token_ids", true) {
 				ch.fields.put("prompt_token_ids", nullJSON)
 			} else {
 				ch.fields.mergeRaw(k, f.raw)

@@ -21,16 +21,13 @@ type choices struct {
 	errs    []string
 	prompt  idList // top-level prompt_token_ids (vLLM chat)
 	unseen  unseen // members the client never saw (Streamer.Hide)
-	// hidePrompt: the top-level prompt_token_ids is unseen; its ids are
-	// read, its text is not kept.
-	hidePrompt bool
-	sglIn      idList // sglext.input_ids (SGLang)
-	sglOut     map[int64][]int32
-	nChunks    int
-	tpl        template
-	cur        []byte // the chunk being parsed in full (for template offsets)
-	valid      bool   // the chunk being consumed is known strictly valid JSON
-	group      int    // choice objects seen in the chunk being parsed
+	sglIn   idList // sglext.input_ids (SGLang)
+	sglOut  map[int64][]int32
+	nChunks int
+	tpl     template
+	cur     []byte // the chunk being parsed in full (for template offsets)
+	valid   bool   // the chunk being consumed is known strictly valid JSON
+	group   int    // choice objects seen in the chunk being parsed
 }
 
 // idList is a list of token ids and whether the upstream sent it at all.
@@ -115,7 +112,7 @@ func (c *choices) topField(k, v val) {
 		if ids, ok := tokenIDs(v); ok && !c.prompt.seen {
 			c.prompt = idList{ids, true}
 		}
-		if c.hidePrompt {
+		if c.unseen.has("prompt_token_ids", false) {
 			c.top.put("prompt_token_ids", nullJSON) // shown as the client saw it by result
 		} else {
 			c.top.mergeRaw(k, v.raw)
@@ -149,7 +146,6 @@ func (c *choices) choice(i int64) *choice {
 	if ch == nil {
 		ch = &choice{c: c, index: i}
 		ch.lp.valuesOnly = c.unseen.has("logprobs", true)
-		ch.hidePrompt = c.unseen.has("prompt_token_ids", true)
 		ch.fields.set("index", []byte(itoa64(i)))
 		c.byIndex[i] = ch
 	}

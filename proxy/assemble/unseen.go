@@ -2,7 +2,8 @@ package assemble
 
 // Unseen is a member of a chat or completions response that the caller
 // asked the upstream for and its client never saw: the token ids and
-// logprobs a recording proxy injects. The assembled response shows it as
+// logprobs a recording proxy injects (and strips from what the client
+// gets, by the same description). The assembled response shows it as
 // the client's stream did, as null or not at all, while its ids and
 // logprobs still go to Result.Tokens: the record of a call is then the
 // call as the client saw it, and not several times its size (a vLLM chat
@@ -19,7 +20,6 @@ type Unseen struct {
 func (s *Streamer) Hide(fields []Unseen) {
 	if c, ok := s.a.(*choices); ok {
 		c.unseen = fields
-		c.hidePrompt = c.unseen.has("prompt_token_ids", false)
 	}
 }
 
