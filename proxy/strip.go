@@ -73,7 +73,7 @@ type stripper struct {
 // strippers recycles a stripper's buffers (read buffer, output, framer)
 // across streams.
 var strippers = sync.Pool{New: func() any {
-	return &stripper{f: sse.NewFramer(0), buf: make([]byte, 8<<10), out: make([]byte, 0, 8<<10)}
+	return &stripper{f: sse.NewFramer(0), buf: make([]byte, upstreamReadBuffer), out: make([]byte, 0, 8<<10)}
 }}
 
 func newStripper(src io.ReadCloser, r stripRules, asm *assemble.Streamer) *stripper {
