@@ -139,13 +139,21 @@ func (x *exchange) readRequest(r *http.Request) *Error {
 	// for 8 KB) and accepts nothing encoding/json rejects (FuzzValid), so
 	// encoding/json only judges what jsonscan rejects.
 	x.reqJSON = jsonscan.Valid(x.reqBody) || json.Valid(x.reqBody)
-	x.model = gjson.GetBytes(x.reqBody, "model").String()
+	var m *reqMembers
+	if x.reqJSON {
+		m = readMembers(x.reqBody)
+		x.model, x.stream = m.get(memModel).String(), m.get(memStream).Bool()
+	} else {
+		x.model = gjson.GetBytes(x.reqBody, "model").String()
+		x.stream = gjson.GetBytes(x.reqBody, "stream").Bool()
+	}
 	if up, ok := x.h.opts.Routes[x.model]; ok && x.model != "" {
 		x.up = up
 	}
-	x.stream = gjson.GetBytes(x.reqBody, "stream").Bool()
 	x.kind = x.h.kinds.kind(r.Context(), x.up)
-	x.patchRequest()
+	if m != nil {
+		x.patchRequest(m)
+	}
 	return nil
 }
 

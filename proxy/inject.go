@@ -18,35 +18,34 @@ import (
 // SGLang), and notes what to strip from the response so the client sees
 // exactly what it would have seen without the proxy. A field the client set
 // itself is left alone, and so is its answer.
-func (x *exchange) patchRequest() {
-	if !streamsTokens(x.api) || !x.reqJSON {
+func (x *exchange) patchRequest(m *reqMembers) {
+	if !streamsTokens(x.api) {
 		return
 	}
-	body := x.reqBody
-	set := func(path string, v any) {
-		// SetBytes allocates a new document (no ReplaceInPlace), so the
-		// client's body stays as sent for the record.
-		if b, err := sjson.SetBytes(body, path, v); err == nil {
-			body = b
-			x.injected = append(x.injected, path)
-		}
-	}
+	var p patch
 	kind := x.kind.behaves()
-	if x.stream && !gjson.GetBytes(body, "stream_options.include_usage").Bool() {
-		set("stream_options.include_usage", true)
+	opts := m.get(memStreamOptions)
+	if x.stream && !opts.Get("include_usage").Bool() {
+		p.add(m, "stream_options.include_usage", memStreamOptions, `{"include_usage":true}`, true)
 		x.strip.usage = true
 		x.strip.nullUsage = kind == KindOpenAI
-		x.strip.continuous = kind != KindSGLang && gjson.GetBytes(body, "stream_options.continuous_usage_stats").Bool()
+		x.strip.continuous = kind != KindSGLang && opts.Get("continuous_usage_stats").Bool()
 		x.strip.usageNull = x.api == recorder.APICompletions
 	}
-	if !kind.injectsTokens() {
-		x.commitPatch(body)
-		return
+	if kind.injectsTokens() {
+		x.injectTokens(m, &p, kind)
 	}
+	body := p.apply(m)
+	x.injected = p.paths
+	x.commitPatch(body)
+}
+
+// injectTokens adds to p the token ids and logprobs the record needs.
+func (x *exchange) injectTokens(m *reqMembers, p *patch, kind UpstreamKind) {
 	chat := x.api == recorder.APIChatCompletions
 	// SGLang refuses return_token_ids on streaming chat completions.
-	if !gjson.GetBytes(body, "return_token_ids").Bool() && !(kind == KindSGLang && chat && x.stream) {
-		set("return_token_ids", true)
+	if !m.get(memReturnTokenIDs).Bool() && !(kind == KindSGLang && chat && x.stream) {
+		p.add(m, "return_token_ids", memReturnTokenIDs, "true", true)
 		if kind == KindVLLM {
 			x.strip.fields = append(x.strip.fields,
 				assemble.Unseen{Name: "prompt_token_ids", PerChoice: !chat},
@@ -60,15 +59,54 @@ func (x *exchange) patchRequest() {
 	// vLLM refuses top_logprobs without logprobs: true (check_logprobs in
 	// its protocol); injecting logprobs would turn that refusal into an
 	// answer, so such a request goes as sent.
-	top := gjson.GetBytes(body, "top_logprobs")
-	if lp := gjson.GetBytes(body, "logprobs"); chat && !lp.Bool() && (!top.Exists() || top.Type == gjson.Null) {
-		set("logprobs", true)
+	top, lp := m.get(memTopLogprobs), m.get(memLogprobs)
+	if chat && !lp.Bool() && (!top.Exists() || top.Type == gjson.Null) {
+		p.add(m, "logprobs", memLogprobs, "true", true)
 		x.strip.fields = append(x.strip.fields, assemble.Unseen{Name: "logprobs", PerChoice: true})
 	} else if !chat && (!lp.Exists() || lp.Type == gjson.Null) {
-		set("logprobs", 1)
+		p.add(m, "logprobs", memLogprobs, "1", 1)
 		x.strip.fields = append(x.strip.fields, assemble.Unseen{Name: "logprobs", PerChoice: true})
 	}
-	x.commitPatch(body)
+}
+
+// patch is what the proxy sets in a request: by appending members in one
+// copy of the body when none of them is there yet (the usual case), else
+// by sjson, one path at a time.
+type patch struct {
+	paths []string
+	vals  []any
+	adds  []memberAdd
+	slow  bool // a member is there already: set every path with sjson
+}
+
+// add sets path to v; key is path's top-level member, and raw is what
+// appending it adds (its value with path's nested keys, if any).
+func (p *patch) add(m *reqMembers, path string, key reqMember, raw string, v any) {
+	p.paths = append(p.paths, path)
+	p.vals = append(p.vals, v)
+	p.adds = append(p.adds, memberAdd{key, raw})
+	p.slow = p.slow || !m.appendable(key)
+}
+
+// apply returns the patched body and keeps in p.paths the paths it set.
+func (p *patch) apply(m *reqMembers) []byte {
+	if len(p.paths) == 0 {
+		return m.body
+	}
+	if !p.slow {
+		return m.withAppended(p.adds)
+	}
+	body, set := m.body, p.paths[:0]
+	for i, path := range p.paths {
+		// SetBytes allocates a new document (no ReplaceInPlace), so the
+		// client's body stays as sent for the record.
+		if b, err := sjson.SetBytes(body, path, p.vals[i]); err == nil {
+			body = b
+			set = append(set, path)
+		}
+	}
+	p.paths = set
+	return body
 }
 
 func (x *exchange) commitPatch(body []byte) {

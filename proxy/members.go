@@ -1,0 +1,134 @@
+package proxy
+
+import (
+	"bytes"
+	"unsafe"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/orchard-rl/orchard/internal/jsonscan"
+)
+
+// reqMember names a top-level member of a request body the proxy reads.
+type reqMember uint8
+
+const (
+	memModel reqMember = iota
+	memStream
+	memStreamOptions
+	memReturnTokenIDs
+	memTopLogprobs
+	memLogprobs
+	nMembers
+)
+
+var memberKeys = [nMembers]string{"model", "stream", "stream_options", "return_token_ids", "top_logprobs", "logprobs"}
+
+// reqMembers are the members of a request body the proxy reads, found in
+// one walk of its top level. gjson.GetBytes walked the body once per
+// lookup, each time past the messages (tens of KB in an agent's request),
+// and the proxy makes up to seven.
+type reqMembers struct {
+	body []byte
+	vals [nMembers]gjson.Result
+	// walked: body is an object whose keys have no escapes, so vals hold
+	// exactly what gjson.GetBytes would return (its first member of each
+	// name) and close is the index of its last '}'.
+	walked bool
+	close  int
+}
+
+// readMembers reads the members of body, which must be valid JSON. Bodies
+// it cannot walk plainly (not an object, an escaped key) are read by gjson,
+// one lookup per member.
+func readMembers(body []byte) *reqMembers {
+	m := &reqMembers{body: body}
+	if m.walk() {
+		return m
+	}
+	for k := range nMembers {
+		m.vals[k] = gjson.GetBytes(body, memberKeys[k])
+	}
+	return m
+}
+
+// walk fills vals from one pass over the top-level members.
+func (m *reqMembers) walk() bool {
+	b := m.body
+	i := jsonscan.SkipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return false
+	}
+	var seen [nMembers]bool
+	for i = jsonscan.SkipSpace(b, i+1); i < len(b) && b[i] != '}'; {
+		if b[i] == ',' {
+			i = jsonscan.SkipSpace(b, i+1)
+		}
+		ke := jsonscan.SkipString(b, i)
+		key := b[i+1 : ke-1]
+		if bytes.IndexByte(key, '\\') >= 0 {
+			return false
+		}
+		vs := jsonscan.SkipSpace(b, jsonscan.SkipSpace(b, ke)+1) // past the colon
+		ve := jsonscan.SkipValue(b, vs)
+		if k, ok := memberOf(key); ok && !seen[k] {
+			seen[k] = true
+			m.vals[k] = gjson.Parse(string(b[vs:ve]))
+		}
+		i = jsonscan.SkipSpace(b, ve)
+	}
+	m.close = bytes.LastIndexByte(b, '}')
+	m.walked = true
+	return true
+}
+
+func memberOf(key []byte) (reqMember, bool) {
+	s := unsafe.String(unsafe.SliceData(key), len(key))
+	for k, name := range memberKeys {
+		if s == name {
+			return reqMember(k), true
+		}
+	}
+	return 0, false
+}
+
+// get returns the member k (gjson's answer for its key).
+func (m *reqMembers) get(k reqMember) gjson.Result { return m.vals[k] }
+
+// appendable reports whether a member k can be added by appending it: the
+// body was walked and has no member of that name.
+func (m *reqMembers) appendable(k reqMember) bool { return m.walked && !m.vals[k].Exists() }
+
+// withAppended returns the body with the members adds (key and raw value)
+// appended, byte for byte what sjson.SetBytes returns when it sets each
+// absent key in turn: the object from its '{' to its last '}' (what
+// surrounds it is dropped), a comma unless the object was empty, the new
+// members, and the brace. It requires every key to be appendable.
+func (m *reqMembers) withAppended(adds []memberAdd) []byte {
+	b := m.body
+	start := jsonscan.SkipSpace(b, 0)
+	n := m.close - start + 1
+	for _, a := range adds {
+		n += len(memberKeys[a.key]) + len(a.raw) + 4
+	}
+	out := make([]byte, 0, n)
+	out = append(out, b[start:m.close]...)
+	empty := jsonscan.SkipSpace(b, start+1) == m.close
+	for _, a := range adds {
+		if !empty {
+			out = append(out, ',')
+		}
+		empty = false
+		out = append(out, '"')
+		out = append(out, memberKeys[a.key]...)
+		out = append(out, '"', ':')
+		out = append(out, a.raw...)
+	}
+	return append(out, '}')
+}
+
+// memberAdd is a member the proxy adds to a request.
+type memberAdd struct {
+	key reqMember
+	raw string
+}
