@@ -53,7 +53,8 @@ func chatEpisode(turns int, withTokens bool) []*recorder.Call {
 // average; ~56-120 KB of request JSON), as the proxy would pay it per
 // recorded call (vllm-checked: with the calls' JSON known valid, as the
 // proxy's are). state-B/episode is the heap the tracker keeps for the
-// whole episode.
+// whole episode, counted-B/episode what it counts of it (Bytes, the
+// measure its budget bounds).
 func BenchmarkObserve(b *testing.B) {
 	for _, bc := range []struct {
 		name  string
@@ -76,7 +77,9 @@ func BenchmarkObserve(b *testing.B) {
 				tr.Observe(bc.calls[i%len(bc.calls)])
 				i++
 			}
-			b.ReportMetric(episodeHeap(bc.calls), "state-B/episode")
+			heap, counted := episodeHeap(bc.calls)
+			b.ReportMetric(heap, "state-B/episode")
+			b.ReportMetric(counted, "counted-B/episode")
 		})
 	}
 }
@@ -89,7 +92,9 @@ func checked(calls []*recorder.Call) []*recorder.Call {
 	return calls
 }
 
-func episodeHeap(calls []*recorder.Call) float64 {
+// episodeHeap returns the heap a tracker holds for calls' episode and what
+// the tracker counts of it (Bytes, which its budget bounds).
+func episodeHeap(calls []*recorder.Call) (float64, float64) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
@@ -100,7 +105,7 @@ func episodeHeap(calls []*recorder.Call) float64 {
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	runtime.KeepAlive(tr)
-	return float64(after.HeapAlloc) - float64(before.HeapAlloc)
+	return float64(after.HeapAlloc) - float64(before.HeapAlloc), float64(tr.Bytes())
 }
 
 // vllmEpisode is chatEpisode(turns, true) with responses shaped as vLLM
