@@ -159,6 +159,10 @@ type Episode struct {
 	FinishedAt *time.Time      `json:"finished_at,omitempty"`
 }
 
+// Finished reports whether e has ended: a status other than running (an
+// empty status is running, as stores write it).
+func (e Episode) Finished() bool { return e.Status != "" && e.Status != StatusRunning }
+
 // Episode statuses.
 const (
 	StatusRunning = "running"

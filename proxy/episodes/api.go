@@ -110,7 +110,7 @@ func (h *Handler) finish(w http.ResponseWriter, r *http.Request) {
 		writeError(w, storeError(err))
 		return
 	}
-	if sum.Status != recorder.StatusRunning && sum.Status != "" {
+	if sum.Finished() {
 		writeError(w, newError(http.StatusConflict, "conflict", "episode "+id+" already finished with status "+sum.Status))
 		return
 	}

@@ -68,7 +68,7 @@ func (h *Handler) revoked(ctx context.Context, episode string) bool {
 		return true
 	case err != nil:
 		return !ok
-	case sum.Status != recorder.StatusRunning && sum.Status != "":
+	case sum.Finished():
 		h.finished.add(episode)
 		h.mu.Lock()
 		delete(h.running, episode)

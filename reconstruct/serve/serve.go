@@ -105,7 +105,7 @@ func (h *Handler) samples(w http.ResponseWriter, r *http.Request, id string) {
 	case err != nil:
 		writeError(w, http.StatusBadGateway, "store_error", "read episode "+id+": "+err.Error())
 		return
-	case sum.Status == recorder.StatusRunning || sum.Status == "":
+	case !sum.Finished():
 		writeError(w, http.StatusConflict, "conflict", "episode "+id+" is still running: finish it first (POST /orchard/v1/episodes/"+id+"/finish)")
 		return
 	}

@@ -89,3 +89,31 @@ func TestEncoderBytesBound(t *testing.T) {
 		}
 	})
 }
+
+// TestFinishDropsEncoder: storing an episode as finished drops its encoder
+// and its bytes from the sum, and only its; a running episode's stays.
+func TestFinishDropsEncoder(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	storetest.Write(t, s, storetest.ChatEpisode("a", 2, 500)...)
+	storetest.Write(t, s, storetest.ChatEpisode("b", 2, 500)...)
+	if err := s.PutEpisode(ctx, &recorder.Episode{ID: "b", Status: recorder.StatusRunning}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(s.encoders); n != 2 {
+		t.Fatalf("%d encoders after two episodes, one given running metadata; want 2", n)
+	}
+	if err := s.PutEpisode(ctx, &recorder.Episode{ID: "a", Status: recorder.StatusSuccess}); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.encoders["a"] != nil || len(s.encoders) != 1 || s.encoderSum != s.encoderSize["b"] || s.encoderSum == 0 {
+		t.Fatalf("after a's finish: %d encoders (a's kept: %v), sum %d; want only b's (%d)",
+			len(s.encoders), s.encoders["a"] != nil, s.encoderSum, s.encoderSize["b"])
+	}
+}

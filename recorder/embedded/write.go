@@ -144,13 +144,23 @@ func (s *Store) dropEncoders(eps map[string]bool) {
 }
 
 // PutEpisode creates or replaces an episode's metadata. A zero CreatedAt
-// is set to now and an empty Status to "running" in what is stored.
+// is set to now and an empty Status to "running" in what is stored. An
+// episode stored as finished lets go of its dedup encoder: its calls are
+// over, and one written after the finish rebuilds it from the stored calls.
 func (s *Store) PutEpisode(ctx context.Context, ep *recorder.Episode) error {
 	p, err := episodeFrame(ctx, ep)
 	if err != nil {
 		return err
 	}
-	return s.appendOne(p)
+	if err := s.appendOne(p); err != nil {
+		return err
+	}
+	if ep.Finished() {
+		s.mu.Lock()
+		s.forgetEncoderLocked(ep.ID)
+		s.mu.Unlock()
+	}
+	return nil
 }
 
 // episodeFrame is the payload of an episode frame: the normalized

@@ -17,7 +17,8 @@ import (
 // set to now and an empty Status to "running" in what is stored. When
 // FinishedAt is set and [Options.Retention] is positive, every key of the
 // episode expires after Retention (counted from this call); a later
-// PutEpisode without FinishedAt makes them persistent again.
+// PutEpisode without FinishedAt makes them persistent again. An episode
+// stored as finished lets go of this client's dedup encoder for it.
 func (s *Store) PutEpisode(ctx context.Context, ep *recorder.Episode) error {
 	return s.putEpisode(ctx, ep, scriptPutEpisode)
 }
@@ -55,6 +56,9 @@ func (s *Store) putEpisode(ctx context.Context, ep *recorder.Episode, sc *script
 	}
 	if err != nil {
 		return fmt.Errorf("put episode %s: %w", e.ID, wrapErr(err))
+	}
+	if e.Finished() {
+		s.encs.drop(e.ID) // its calls are over; a late one rebuilds it from Redis
 	}
 	ver, _ := v[0].(int64)
 	first, _ := v[1].(string)

@@ -29,6 +29,7 @@ func TestBackends(t *testing.T) {
 				{"TwoReplicas", testTwoReplicas},
 				{"ConcurrentReplicas", testConcurrentReplicas},
 				{"EncoderBytes", testEncoderBytes},
+				{"FinishDropsEncoder", testFinishDropsEncoder},
 				{"DeleteUnderReplica", testDeleteUnderReplica},
 				{"IndexMoves", testIndexMoves},
 				{"Retention", testRetention},
@@ -181,4 +182,32 @@ func (c *encoders) len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.lru.Len()
+}
+
+// testFinishDropsEncoder: storing an episode as finished drops this
+// client's encoder for it, and only its; a running episode's stays.
+func testFinishDropsEncoder(t *testing.T, url string) {
+	s := openT(t, url, Options{})
+	ctx := context.Background()
+	storetest.Write(t, s, storetest.ChatEpisode("a", 2, 500)...)
+	storetest.Write(t, s, storetest.ChatEpisode("b", 2, 500)...)
+	if n := s.encs.len(); n != 2 {
+		t.Fatalf("%d encoders after two episodes, want 2", n)
+	}
+	if err := s.PutEpisode(ctx, &recorder.Episode{ID: "b", Status: recorder.StatusRunning}); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.encs.len(); n != 2 {
+		t.Fatalf("%d encoders after a running episode's metadata, want 2", n)
+	}
+	if err := s.PutEpisode(ctx, &recorder.Episode{ID: "a", Status: recorder.StatusFailure}); err != nil {
+		t.Fatal(err)
+	}
+	s.encs.mu.Lock()
+	_, kept := s.encs.m["a"]
+	n, bytes := s.encs.lru.Len(), s.encs.bytes
+	s.encs.mu.Unlock()
+	if kept || n != 1 || bytes != s.encs.m["b"].Value.(*episodeEncoder).size {
+		t.Fatalf("after a's finish: a kept %v, %d encoders, %d bytes counted; want only b's", kept, n, bytes)
+	}
 }

@@ -39,6 +39,7 @@ func Run(t *testing.T, b Backend) {
 		{"ListEpisodesPaging", testListEpisodesPaging},
 		{"EventsAndDelete", testEventsAndDelete},
 		{"CreateEpisode", testCreateEpisode},
+		{"CallAfterFinish", testCallAfterFinish},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, b) })
 	}
@@ -326,4 +327,29 @@ func testEventsAndDelete(t *testing.T, b Backend) {
 	calls := ChatEpisode("e1", 2, 50) // the id can be used again
 	Write(t, s, calls...)
 	AssertCalls(t, Calls(t, s, "e1"), calls)
+}
+
+// testCallAfterFinish: a store may let go of an episode's dedup state when
+// the episode is stored as finished; a call of it written afterwards (a
+// record that was still queued when the finish came) is stored and read
+// back exactly, and the episode stays finished.
+func testCallAfterFinish(t *testing.T, b Backend) {
+	s := b.Open(t)
+	ctx := context.Background()
+	calls := ChatEpisode("ep", 5, 2000)
+	for _, c := range calls[:4] {
+		Write(t, s, c)
+	}
+	finished := Epoch.Add(time.Minute)
+	ep := recorder.Episode{ID: "ep", CreatedAt: Epoch, Status: recorder.StatusSuccess, FinishedAt: &finished}
+	if err := s.PutEpisode(ctx, &ep); err != nil {
+		t.Fatal(err)
+	}
+	Write(t, s, calls[4])
+	Write(t, s, calls[3], calls[4]) // replays stay idempotent
+	AssertCalls(t, Calls(t, s, "ep"), calls)
+	sum, err := s.Episode(ctx, "ep")
+	if err != nil || sum.Calls != 5 || sum.Status != recorder.StatusSuccess {
+		t.Fatalf("Episode = %+v, %v; want 5 calls, status success", sum, err)
+	}
 }
