@@ -100,6 +100,7 @@ commit's binary (about 3 minutes):
 	fl.DurationVar(&sc.FirstByteDelay, "first-byte-delay", 0, "upstream delay before the response headers")
 	fl.DurationVar(&sc.ChunkDelay, "chunk-delay", 0, "upstream delay between events")
 	fl.BoolVar(&sc.NoLogprobs, "no-logprobs", false, "the upstream ignores logprobs (token ids only on the token path), as in results before it honoured them")
+	fl.BoolVar(&sc.Lifecycle, "lifecycle", false, "closed-loop clients of orchard targets create each episode through the episode API before its first turn and finish it after its last, as a rollout does")
 	cmd.AddCommand(newBenchUpstreamCmd(), newBenchBareCmd())
 	return cmd
 }

@@ -3,10 +3,12 @@ package loadgen
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"time"
 )
 
@@ -22,10 +24,11 @@ const (
 	Corrupt           // the stream ended properly but its bytes differ
 	Timeout           // the request outlived its deadline
 	Dropped           // open loop: not sent, too many requests in flight
+	Lifecycle         // creating or finishing an episode through the episode API failed
 	numOutcomes
 )
 
-var outcomeNames = [numOutcomes]string{"ok", "transport", "status", "truncated", "corrupt", "timeout", "dropped"}
+var outcomeNames = [numOutcomes]string{"ok", "transport", "status", "truncated", "corrupt", "timeout", "dropped", "lifecycle"}
 
 func (o Outcome) String() string { return outcomeNames[o] }
 
@@ -72,6 +75,7 @@ type Result struct {
 // safe for concurrent use; each goroutine passes its own Buffers.
 type Client struct {
 	hc   *http.Client
+	base string
 	url  string // .../v1/chat/completions
 	q    *requests
 	want [][]byte // per turn: the stream the client must receive
@@ -118,6 +122,7 @@ func newClient(base string, sc Scenario, q *requests, r *rendered, conns int, id
 	}
 	return &Client{
 		hc:   &http.Client{Transport: tr},
+		base: base,
 		url:  base + "/v1/chat/completions",
 		q:    q,
 		want: want,
@@ -165,6 +170,38 @@ func (c *Client) Do(ctx context.Context, b *Buffers, episode string, k int, star
 		res.Err = fmt.Sprintf("turn %d: got %d bytes, want %d", k, len(b.resp), len(want))
 	}
 	return res
+}
+
+// Create starts an episode through orchard's episode API, as a rollout
+// does before it runs its agent.
+func (c *Client) Create(ctx context.Context, episode string) error {
+	body, _ := json.Marshal(map[string]string{"id": episode})
+	return c.episodeAPI(ctx, "/orchard/v1/episodes", body, http.StatusCreated)
+}
+
+// Finish ends an episode through orchard's episode API, as a rollout
+// does once its agent is done: status success, reward 1.
+func (c *Client) Finish(ctx context.Context, episode string) error {
+	return c.episodeAPI(ctx, "/orchard/v1/episodes/"+url.PathEscape(episode)+"/finish",
+		[]byte(`{"status":"success","reward":1}`), http.StatusOK)
+}
+
+func (c *Client) episodeAPI(ctx context.Context, path string, body []byte, want int) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	if resp.StatusCode != want {
+		return fmt.Errorf("POST %s: status %d: %s", path, resp.StatusCode, msg)
+	}
+	return nil
 }
 
 func (c *Client) errOutcome(ctx context.Context) Outcome {

@@ -38,6 +38,11 @@ type Load struct {
 	// Mark, when set, is called as the measured window starts (end false)
 	// and ends (end true), to snapshot process counters.
 	Mark func(end bool)
+	// Create and Finish, when set, are called by a closed-loop client
+	// before an episode's first turn and after its last (the open loop
+	// sends an episode's turns concurrently and calls neither); an error
+	// counts as a Lifecycle outcome.
+	Create, Finish func(ctx context.Context, episode string) error
 }
 
 func (l *Load) defaults() {
@@ -141,6 +146,7 @@ func (r *runner) client(ctx context.Context, wg *sync.WaitGroup, w int) {
 	var b Buffers
 	for ep := 0; ; ep++ {
 		id := episodeID(r.l.Run, w, ep)
+		r.lifecycle(ctx, r.l.Create, id)
 		for k := range r.turns {
 			now := time.Now()
 			if !now.Before(r.stop) || ctx.Err() != nil {
@@ -148,6 +154,19 @@ func (r *runner) client(ctx context.Context, wg *sync.WaitGroup, w int) {
 			}
 			r.add(r.do(ctx, &b, id, k, now))
 		}
+		r.lifecycle(ctx, r.l.Finish, id)
+	}
+}
+
+// lifecycle calls f (Load.Create or Load.Finish) for episode, if set.
+func (r *runner) lifecycle(ctx context.Context, f func(context.Context, string) error, episode string) {
+	if f == nil || ctx.Err() != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.l.RequestTimeout)
+	defer cancel()
+	if err := f(ctx, episode); err != nil && ctx.Err() == nil {
+		r.add(Result{Start: time.Now(), Outcome: Lifecycle, Err: err.Error()})
 	}
 }
 

@@ -3,9 +3,14 @@ package loadgen
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -233,4 +238,114 @@ func TestUpstreamModels(t *testing.T) {
 	if gjson.GetBytes(body, "data.0.created").Int() <= 0 {
 		t.Errorf("data.0.created missing: %s", body)
 	}
+}
+
+// TestLifecycle: a closed-loop client creates each episode before its
+// first turn and finishes it after its last, once each; a failing call
+// counts as a Lifecycle outcome, never as a sent request.
+func TestLifecycle(t *testing.T) {
+	sc := Scenario{Turns: 3, ChunksMin: 20, ChunksMax: 40}
+	c := upstreamClient(t, sc)
+	var mu sync.Mutex
+	state := map[string]string{} // episode -> "created" or "finished"
+	create := func(_ context.Context, ep string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if state[ep] != "" {
+			t.Errorf("episode %s created again (%s)", ep, state[ep])
+		}
+		state[ep] = "created"
+		return nil
+	}
+	finish := func(_ context.Context, ep string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if state[ep] != "created" {
+			t.Errorf("episode %s finished while %q", ep, state[ep])
+		}
+		state[ep] = "finished"
+		return errors.New("no episode API here")
+	}
+	m := Run(context.Background(), c, Load{Concurrency: 4, Duration: 300 * time.Millisecond, Run: "life", Create: create, Finish: finish})
+	open, finished := 0, 0
+	for _, s := range state {
+		if s == "created" {
+			open++
+		} else {
+			finished++
+		}
+	}
+	if finished == 0 || open > 4 {
+		t.Fatalf("%d episodes finished, %d left open by 4 clients", finished, open)
+	}
+	// Every finish failed; every finished episode had its 3 turns, an open
+	// one fewer.
+	if ok := m.Outcomes[OK]; m.Outcomes[Lifecycle] != finished || ok < 3*finished || ok > 3*(finished+open) {
+		t.Fatalf("outcomes %v for %d episodes finished, %d open", m.Outcomes, finished, open)
+	}
+}
+
+// TestEpisodeAPICalls holds Create and Finish to the episode API's routes
+// and bodies.
+func TestEpisodeAPICalls(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, r.Method+" "+r.URL.EscapedPath()+" "+string(body))
+		mu.Unlock()
+		if r.URL.Path == "/orchard/v1/episodes" {
+			w.WriteHeader(http.StatusCreated)
+			return
+		}
+		if r.URL.Path == "/orchard/v1/episodes/gone/finish" {
+			http.Error(w, `{"error":{"message":"no such episode"}}`, http.StatusNotFound)
+		}
+	}))
+	defer srv.Close()
+	c, err := NewClient(srv.URL, Scenario{}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Create(ctx, "ep-1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Finish(ctx, "ep-1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Finish(ctx, "gone"); err == nil || !strings.Contains(err.Error(), "status 404") {
+		t.Fatalf("finish of an unknown episode: %v, want its 404", err)
+	}
+	want := []string{
+		`POST /orchard/v1/episodes {"id":"ep-1"}`,
+		`POST /orchard/v1/episodes/ep-1/finish {"status":"success","reward":1}`,
+		`POST /orchard/v1/episodes/gone/finish {"status":"success","reward":1}`,
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(got, want) {
+		t.Fatalf("requests:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// upstreamClient returns a client of a scripted upstream serving sc, both
+// closed when t ends.
+func upstreamClient(t *testing.T, sc Scenario) *Client {
+	t.Helper()
+	sc.Defaults()
+	up, err := NewUpstream(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	us := httptest.NewServer(up)
+	t.Cleanup(us.Close)
+	c, err := NewClient(us.URL, sc, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
 }

@@ -18,7 +18,7 @@ import (
 func (s *suite) countRecords(ctx context.Context, cr *cellRun, t target, key cellKey, e targetEnv, run string, m *Measurement) {
 	sent := 0
 	for o, n := range m.Outcomes {
-		if Outcome(o) != Dropped {
+		if o := Outcome(o); o != Dropped && o != Lifecycle {
 			sent += n
 		}
 	}

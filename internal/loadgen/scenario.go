@@ -43,6 +43,12 @@ type Scenario struct {
 	// this benchmark's upstream did before it honoured it), so the token
 	// path carries token ids only; for comparing with earlier results.
 	NoLogprobs bool `json:"no_logprobs,omitempty"`
+	// Lifecycle makes closed-loop clients of orchard targets create each
+	// episode through orchard's episode API before its first turn and
+	// finish it after its last, as an RL rollout does (the floors have no
+	// episode API). Off by default: the calls cost the clients time that
+	// the floors do not spend.
+	Lifecycle bool `json:"lifecycle,omitempty"`
 }
 
 // variantOf is the rendering the upstream sends for a request with these

@@ -323,6 +323,9 @@ func (s *suite) cell(ctx context.Context, t target, key cellKey) {
 		load.Duration = s.cfg.OpenDuration
 	}
 	load.Mark = s.marker(cr, px)
+	if t.store != nil && s.cfg.Scenario.Lifecycle {
+		load.Create, load.Finish = c.Create, c.Finish
+	}
 	m := Run(ctx, c, load)
 	c.Close()
 	if px != nil {

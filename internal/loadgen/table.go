@@ -38,6 +38,9 @@ func (r *Report) writeHeader(b *bytes.Buffer) {
 	if sc.NoLogprobs {
 		fmt.Fprintf(b, "the upstream ignores logprobs (--no-logprobs): the token path carries token ids only\n")
 	}
+	if sc.Lifecycle {
+		fmt.Fprintf(b, "orchard targets create and finish every episode through the episode API (--lifecycle)\n")
+	}
 	if st := r.Settings; st.BaselineBin != "" {
 		fmt.Fprintf(b, "orchard: %s (commit %s); baseline (x'): %s (commit %s)\n",
 			st.Bin, orUnknown(short(st.BinCommit)), st.BaselineBin, orUnknown(short(st.BaselineCommit)))
