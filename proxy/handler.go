@@ -60,6 +60,7 @@ type Options struct {
 	// that fell out is classified as if the episode began there. Each keeps
 	// its threads' last token ids (4 bytes each: 120 KB for a 30,000-token
 	// context), so this is the proxy's largest cache with token ids on.
+	// A finished episode's state goes sooner, through [Handler.Forget].
 	// Default lineage.DefaultMaxBytes (64 MiB).
 	LineageBytes int64
 

@@ -50,4 +50,9 @@ func TestLineageAtCallTime(t *testing.T) {
 	if l := retry.Lineage; l == nil || l.Kind != recorder.LineageRetry || l.ParentCallID != second.CallID {
 		t.Fatalf("resent call lineage %+v, want retry of %s", l, second.CallID)
 	}
+	// A finished episode's state goes: the same resend is a root now.
+	e.Handler.Forget("ep-lin")
+	if l := call("after-forget", msgs).Lineage; l == nil || l.Kind != recorder.LineageRoot || l.ParentCallID != "" {
+		t.Fatalf("call after Forget: lineage %+v, want root", l)
+	}
 }

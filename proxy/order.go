@@ -24,7 +24,8 @@ type arrivals struct {
 type episodeArrivals struct {
 	open      []*exchange // begun and not yet released, in arrival order
 	held      map[*exchange]*recorder.Call
-	releasing bool // a worker is releasing this episode's records
+	releasing bool     // a worker is releasing this episode's records
+	done      []func() // to call once no exchange is open (whenDone)
 }
 
 func newArrivals() *arrivals { return &arrivals{eps: make(map[string]*episodeArrivals)} }
@@ -56,10 +57,15 @@ func (a *arrivals) submit(x *exchange, c *recorder.Call, release func(*recorder.
 		ready := ep.takeReady()
 		if len(ready) == 0 {
 			ep.releasing = false
+			var done []func()
 			if len(ep.open) == 0 {
 				delete(a.eps, x.att.episode)
+				done = ep.done
 			}
 			a.mu.Unlock()
+			for _, f := range done {
+				f()
+			}
 			return
 		}
 		a.mu.Unlock()
@@ -68,6 +74,21 @@ func (a *arrivals) submit(x *exchange, c *recorder.Call, release func(*recorder.
 		}
 		a.mu.Lock()
 	}
+}
+
+// whenDone calls f once every exchange of episode that has begun is
+// released (its record classified and handed to the sink): at once if none
+// is open, else from the worker that releases the last of them.
+func (a *arrivals) whenDone(episode string, f func()) {
+	a.mu.Lock()
+	ep := a.eps[episode]
+	if ep == nil {
+		a.mu.Unlock()
+		f()
+		return
+	}
+	ep.done = append(ep.done, f)
+	a.mu.Unlock()
 }
 
 // takeReady removes and returns, in arrival order, the held records that

@@ -52,3 +52,42 @@ func TestArrivalsOrder(t *testing.T) {
 		t.Fatalf("%d episodes left open, want 0", len(a.eps))
 	}
 }
+
+// TestArrivalsWhenDone: whenDone runs at once for an episode with nothing
+// open, else once its last begun exchange is released, after that record,
+// and once; another episode's traffic does not run it.
+func TestArrivalsWhenDone(t *testing.T) {
+	mk := func(ep string) *exchange {
+		x := &exchange{}
+		x.att.episode = ep
+		x.answered.Store(true)
+		return x
+	}
+	a := newArrivals()
+	var got []string
+	release := func(c *recorder.Call) { got = append(got, c.CallID) }
+	call := func(id string) *recorder.Call { return &recorder.Call{CallID: id} }
+	done := func(ep string) func() { return func() { got = append(got, "done "+ep) } }
+
+	a.whenDone("idle", done("idle"))
+	x1, x2, y1 := mk("a"), mk("a"), mk("b")
+	a.begin(x1)
+	a.begin(x2)
+	a.begin(y1)
+	a.whenDone("a", done("a"))
+	a.submit(x2, call("a2"), release) // held behind a1
+	a.submit(y1, call("b1"), release)
+	if want := []string{"done idle", "b1"}; !slices.Equal(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	a.submit(x1, call("a1"), release)
+	if want := []string{"done idle", "b1", "a1", "a2", "done a"}; !slices.Equal(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	x3 := mk("a") // a call after the finish: a fresh entry, nothing left to run
+	a.begin(x3)
+	a.submit(x3, call("a3"), release)
+	if want := []string{"done idle", "b1", "a1", "a2", "done a", "a3"}; !slices.Equal(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+}

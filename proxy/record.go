@@ -72,6 +72,15 @@ func (h *Handler) record(x *exchange) {
 	h.order.submit(x, c, h.release)
 }
 
+// Forget lets go of an episode's lineage state once the calls of it that
+// have arrived are recorded; call it when the episode has finished, so that
+// the state of finished episodes does not fill the tracker's budget. A call
+// of the episode that arrives after that starts its lineage over, as a
+// root.
+func (h *Handler) Forget(episode string) {
+	h.order.whenDone(episode, func() { h.lin.Forget(episode) })
+}
+
 // release classifies a record against the earlier calls of its episode
 // and hands it to the sink; arrivals calls it in arrival order.
 func (h *Handler) release(c *recorder.Call) {

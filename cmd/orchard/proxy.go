@@ -94,6 +94,8 @@ func runProxy(ctx context.Context, cfg *proxyConfig, lg *slog.Logger, ready chan
 		Verifier: api, RequireToken: cfg.Auth == "required",
 		Registry: reg,
 	})
+	// A finished episode's lineage state goes once its calls are recorded.
+	api.OnFinish(h.Forget)
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)

@@ -124,7 +124,7 @@ func (h *Handler) finish(w http.ResponseWriter, r *http.Request) {
 		writeError(w, storeError(err))
 		return
 	}
-	h.finished.add(id)
+	h.noteFinished(id)
 	h.publishFinished(r.Context(), id)
 	sum.Episode = ep
 	writeJSON(w, http.StatusOK, sum)

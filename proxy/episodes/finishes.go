@@ -38,7 +38,7 @@ func (h *Handler) startFeed(ctx context.Context) {
 // subscribe runs the subscription to Options.Finishes until ctx is done.
 func (h *Handler) subscribe(ctx context.Context) {
 	defer close(h.subDone)
-	if err := h.opts.Finishes.SubscribeFinished(ctx, h.finished.add, h.forgetRunning); err != nil && ctx.Err() == nil {
+	if err := h.opts.Finishes.SubscribeFinished(ctx, h.noteFinished, h.forgetRunning); err != nil && ctx.Err() == nil {
 		h.log.Error("finish feed stopped", "err", err)
 	}
 }

@@ -58,7 +58,8 @@ type Handler struct {
 	log      *slog.Logger
 	mux      chi.Router
 	finished *finishedCache
-	createMu sync.Mutex // serialises create's check and put on a store that is no recorder.Creator
+	onFinish atomic.Pointer[func(episode string)] // see OnFinish
+	createMu sync.Mutex                           // serialises create's check and put on a store that is no recorder.Creator
 
 	stopSub context.CancelFunc // nil until Start, and without Options.Finishes
 	subDone chan struct{}
@@ -67,6 +68,20 @@ type Handler struct {
 
 	mu      sync.Mutex           // guards following
 	running map[string]time.Time // episodes seen running, and when
+}
+
+// OnFinish makes h call f with the id of every episode it learns has
+// finished: through its finish endpoint, from the finish feed of the other
+// replicas, or from the store when a token of a finished episode is
+// checked. An episode may be reported more than once; f must not block.
+func (h *Handler) OnFinish(f func(episode string)) { h.onFinish.Store(&f) }
+
+// noteFinished records that episode finished and reports it to OnFinish's f.
+func (h *Handler) noteFinished(episode string) {
+	h.finished.add(episode)
+	if f := h.onFinish.Load(); f != nil {
+		(*f)(episode)
+	}
 }
 
 // The states of a Handler.

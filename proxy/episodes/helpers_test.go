@@ -45,11 +45,13 @@ func mounted(t *testing.T, opts episodes.Options, mod func(*proxy.Options)) *env
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { api.Close() })
-	return proxytest.NewWrapped(t, llmtest.Options{}, func(o *proxy.Options) {
+	e := proxytest.NewWrapped(t, llmtest.Options{}, func(o *proxy.Options) {
 		o.Upstream.Key = upstreamKey
 		o.Verifier, o.RequireToken = api, true
 		if mod != nil {
 			mod(o)
 		}
 	}, api.Beside)
+	api.OnFinish(e.Handler.Forget)
+	return e
 }

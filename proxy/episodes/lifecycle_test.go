@@ -10,6 +10,7 @@ import (
 
 	"github.com/orchard-rl/orchard/proxy/episodes"
 	"github.com/orchard-rl/orchard/recorder"
+	"github.com/orchard-rl/orchard/recorder/embedded"
 )
 
 // feed is a FinishFeed whose subscription reports when it starts and ends.
@@ -77,4 +78,61 @@ func TestHandlerLifecycle(t *testing.T) {
 	if err := h.Close(); err == nil {
 		t.Error("second Close: no error")
 	}
+}
+
+// TestOnFinish: the handler reports every finish it learns of, through its
+// finish endpoint and from the finish feed, to the function OnFinish set.
+func TestOnFinish(t *testing.T) {
+	st, err := embedded.Open(t.TempDir(), embedded.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	f := &finishFeed{subscribed: make(chan func(string), 1)}
+	h := episodes.New(episodes.Options{Store: st, Signer: newSigner(t), Finishes: f})
+	got := make(chan string, 4)
+	h.OnFinish(func(ep string) { got <- ep })
+	if err := h.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	post := func(path, body string) int {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("POST", episodes.Prefix+path, strings.NewReader(body)))
+		return rec.Code
+	}
+	if code := post("/episodes", `{"id":"ep-1"}`); code != http.StatusCreated {
+		t.Fatalf("create: %d", code)
+	}
+	if code := post("/episodes/ep-1/finish", `{"status":"success","reward":1}`); code != http.StatusOK {
+		t.Fatalf("finish: %d", code)
+	}
+	// Both report before they return.
+	reported := func(want string) {
+		t.Helper()
+		select {
+		case ep := <-got:
+			if ep != want {
+				t.Fatalf("reported %q, want %q", ep, want)
+			}
+		default:
+			t.Fatalf("%s not reported", want)
+		}
+	}
+	reported("ep-1")
+	(<-f.subscribed)("ep-2") // another replica's finish
+	reported("ep-2")
+}
+
+// finishFeed is a FinishFeed that hands its subscriber's callback to the
+// test.
+type finishFeed struct{ subscribed chan func(string) }
+
+func (f *finishFeed) PublishFinished(context.Context, string) error { return nil }
+
+func (f *finishFeed) SubscribeFinished(ctx context.Context, finished func(string), resync func()) error {
+	resync()
+	f.subscribed <- finished
+	<-ctx.Done()
+	return ctx.Err()
 }

@@ -69,7 +69,7 @@ func (h *Handler) revoked(ctx context.Context, episode string) bool {
 	case err != nil:
 		return !ok
 	case sum.Finished():
-		h.finished.add(episode)
+		h.noteFinished(episode)
 		h.mu.Lock()
 		delete(h.running, episode)
 		h.mu.Unlock()
