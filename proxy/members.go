@@ -77,8 +77,10 @@ func (m *reqMembers) walk() bool {
 		}
 		i = jsonscan.SkipSpace(b, ve)
 	}
-	m.close = bytes.LastIndexByte(b, '}')
-	m.walked = true
+	if i >= len(b) {
+		return false
+	}
+	m.close, m.walked = i, true // the object's '}': only space follows in valid JSON
 	return true
 }
 
