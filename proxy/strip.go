@@ -60,14 +60,18 @@ type stripper struct {
 	off   int
 	err   error
 	pass  bool
-	tpl   stripTemplate
 	// asm, when not nil, is fed every upstream event as framed here (and
-	// any bytes not framed, as bytes), so that the stream is framed once
-	// and each chunk's JSON validated once: a chunk the template or the
-	// lookups found valid is handed over as such.
-	asm *assemble.Streamer
+	// any bytes not framed, as bytes), so that the stream is framed once.
+	// A chunk that repeats the assembler's template outside the values
+	// that vary is stripped by the assembler in the scan that validates
+	// and assembles it (Streamer.ReplayStripped): replays says the
+	// template's stripped values were marked.
+	asm      *assemble.Streamer
+	replays  bool
+	replayed int // events stripped through the assembler's template
 	// gaveUp, when not nil, is set when the stripper gives up.
 	gaveUp *bool
+	spans  []assemble.Span // scratch: the values an event's edits null
 }
 
 // strippers recycles a stripper's buffers (read buffer, output, framer)
@@ -142,48 +146,59 @@ func (s *stripper) Close() error {
 	// Close ends the exchange (the client left mid-stream).
 	s.assemble(s.f.Rest())
 	err := s.src.Close()
-	*s = stripper{f: s.f, buf: s.buf, out: s.out[:0], tpl: stripTemplate{data: s.tpl.data[:0], holes: s.tpl.holes[:0], spans: s.tpl.spans[:0]}}
+	*s = stripper{f: s.f, buf: s.buf, out: s.out[:0], spans: s.spans[:0]}
 	strippers.Put(s)
 	return err
 }
 
-// event appends ev to dst with the injected fields removed: through the
-// template when ev repeats the last chunk outside the values it nulls, else
-// by looking the fields up (and making ev the template if it can be one).
+// event appends ev to dst with the injected fields removed, and feeds it
+// to the assembler: through the assembler's template when ev repeats it,
+// else by looking the fields up (and telling the assembler which values
+// they were, should ev become its template).
 func (s *stripper) event(dst, ev []byte) []byte {
-	out, valid, spans := s.strip(dst, ev)
-	if s.asm != nil {
-		s.asm.EventSpans(ev, valid, spans)
-	}
-	return out
-}
-
-// strip is event without the assembler; it also returns the event's JSON
-// data when it found it strictly valid (the template matched, or the
-// chunk became the template), else nil, and when the template matched,
-// the extents of its hole values in that data.
-func (s *stripper) strip(dst, ev []byte) ([]byte, []byte, []assemble.Span) {
 	start, end := dataJSON(ev)
 	if start < 0 {
-		return append(dst, ev...), nil, nil
+		s.assembleEvent(ev)
+		return append(dst, ev...)
 	}
 	base := len(dst)
 	dst = append(dst, ev[:start]...)
 	data := ev[start:end]
-	if out, ok := s.tpl.apply(dst, data); ok {
-		return append(out, ev[end:]...), data, s.tpl.spans
+	if s.replays {
+		if out, ok := s.asm.ReplayStripped(dst, ev, data); ok {
+			s.replayed++
+			return append(out, ev[end:]...)
+		}
 	}
 	edits, drop := s.rules.plan(data, true)
+	s.assembleEvent(ev)
 	if drop {
-		s.tpl.ok = false
-		return dst[:base], nil, nil // the usage-only chunk the client did not ask for
+		s.replays = false
+		return dst[:base] // the usage-only chunk the client did not ask for
 	}
-	s.tpl.keep(data, edits)
-	if !s.tpl.ok {
-		data = nil
+	s.replays = s.asm != nil && s.markStripped(data, edits)
+	dst = appendEdited(dst, data, edits)
+	return append(dst, ev[end:]...)
+}
+
+// markStripped tells the assembler which values of data the edits null;
+// a key deletion it cannot replay.
+func (s *stripper) markStripped(data []byte, edits []edit) bool {
+	s.spans = s.spans[:0]
+	for _, e := range edits {
+		if e.at < 0 {
+			return false
+		}
+		s.spans = append(s.spans, assemble.Span{Start: e.at, End: e.at + e.n})
 	}
-	dst = appendEdited(dst, ev[start:end], edits)
-	return append(dst, ev[end:]...), data, nil
+	return s.asm.MarkStripped(data, s.spans)
+}
+
+// assembleEvent hands one framed event to the assembler.
+func (s *stripper) assembleEvent(ev []byte) {
+	if s.asm != nil {
+		s.asm.Event(ev)
+	}
 }
 
 // assemble hands bytes the framer did not frame to the assembler.

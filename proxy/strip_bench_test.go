@@ -16,27 +16,57 @@ import (
 func BenchmarkStripAssemble(b *testing.B) {
 	rules := stripRules{fields: []assemble.Unseen{{Name: "prompt_token_ids"}, {Name: "token_ids", PerChoice: true}, {Name: "logprobs", PerChoice: true}}}
 	for _, n := range []int{100, 1000} {
-		var body bytes.Buffer
-		body.WriteString(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1767225600,"model":"qwen","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}],"prompt_token_ids":[1,2,3]}` + "\n\n")
-		for i := range n {
-			fmt.Fprintf(&body, `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1767225600,"model":"qwen","choices":[{"index":0,"delta":{"content":" tok%d"},"logprobs":{"content":[{"token":" tok%d","logprob":-0.%d,"bytes":[32,116,111,107],"top_logprobs":[{"token":" tok%d","logprob":-0.%d,"bytes":[32,116,111,107]},{"token":" a","logprob":-3.%d,"bytes":[32,97]}]}]},"finish_reason":null,"token_ids":[%d]}]}`+"\n\n", i, i, i+1, i, i+1, i+7, 1000+i)
-		}
-		body.WriteString("data: [DONE]\n\n")
-		raw := body.Bytes()
-		b.Run(fmt.Sprintf("chunks=%d", n), func(b *testing.B) {
-			b.SetBytes(int64(len(raw)))
-			b.ReportAllocs()
-			for b.Loop() {
-				asm, _ := assemble.NewStreamer(recorder.APIChatCompletions)
-				s := newStripper(io.NopCloser(&chunkReader{b: raw, n: 4096}), rules, asm)
-				io.Copy(io.Discard, s)
-				s.Close()
-				if r := asm.Result(); !r.Done {
-					b.Fatal("not done")
-				}
-			}
-		})
+		benchStripAssemble(b, rules, fmt.Sprintf("chunks=%d", n), topLogprobsStream(n))
 	}
+	// The load benchmark's chunks: reasoning then content, one logprobs
+	// entry per token without alternatives.
+	benchStripAssemble(b, rules, "load", loadStream(275))
+}
+
+// topLogprobsStream is a chat stream of n token chunks, each with two
+// top_logprobs alternatives.
+func topLogprobsStream(n int) []byte {
+	var body bytes.Buffer
+	body.WriteString(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1767225600,"model":"qwen","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}],"prompt_token_ids":[1,2,3]}` + "\n\n")
+	for i := range n {
+		fmt.Fprintf(&body, `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1767225600,"model":"qwen","choices":[{"index":0,"delta":{"content":" tok%d"},"logprobs":{"content":[{"token":" tok%d","logprob":-0.%d,"bytes":[32,116,111,107],"top_logprobs":[{"token":" tok%d","logprob":-0.%d,"bytes":[32,116,111,107]},{"token":" a","logprob":-3.%d,"bytes":[32,97]}]}]},"finish_reason":null,"token_ids":[%d]}]}`+"\n\n", i, i, i+1, i, i+1, i+7, 1000+i)
+	}
+	body.WriteString("data: [DONE]\n\n")
+	return body.Bytes()
+}
+
+func benchStripAssemble(b *testing.B, rules stripRules, name string, raw []byte) {
+	b.Run(name, func(b *testing.B) {
+		b.SetBytes(int64(len(raw)))
+		b.ReportAllocs()
+		for b.Loop() {
+			asm, _ := assemble.NewStreamer(recorder.APIChatCompletions)
+			asm.Hide(rules.fields) // as the proxy does
+			s := newStripper(io.NopCloser(&chunkReader{b: raw, n: 4096}), rules, asm)
+			io.Copy(io.Discard, s)
+			s.Close()
+			if r := asm.Result(); !r.Done {
+				b.Fatal("not done")
+			}
+		}
+	})
+}
+
+// loadStream is a chat stream shaped like the load benchmark's upstream
+// (orchard-bench): n token chunks, the first third reasoning, each with
+// one logprobs entry and no alternatives.
+func loadStream(n int) []byte {
+	var body bytes.Buffer
+	body.WriteString(`data: {"id":"chatcmpl-llmtest-bench-0","object":"chat.completion.chunk","created":1767225600,"model":"bench","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}],"prompt_token_ids":[1000,1001,1002,1003,1004,1005,1006,1007]}` + "\n\n")
+	for i := range n {
+		key := "content"
+		if i < n/3 {
+			key = "reasoning"
+		}
+		fmt.Fprintf(&body, `data: {"id":"chatcmpl-llmtest-bench-0","object":"chat.completion.chunk","created":1767225600,"model":"bench","choices":[{"index":0,"delta":{%q:"w%03d"},"logprobs":{"content":[{"token":"w%03d","logprob":-0.%d,"bytes":[119,48,48,48],"top_logprobs":[]}]},"finish_reason":null,"token_ids":[%d]}]}`+"\n\n", key, i%1000, i%1000, i+1, 20000+i)
+	}
+	body.WriteString("data: [DONE]\n\n")
+	return body.Bytes()
 }
 
 type chunkReader struct {

@@ -96,7 +96,7 @@ func checkElems(t *testing.T, b []byte) {
 	t.Helper()
 	for i := range b {
 		end, ok := ValidValue(b, i)
-		gotEnd, gotOK, elems := ValidValueElems(b, i, nil)
+		gotEnd, gotOK, elems := ValidValueElems(b, i, "logprob", nil)
 		if gotEnd != end || gotOK != ok {
 			t.Fatalf("%q at %d: ValidValueElems %d %v, ValidValue %d %v", b, i, gotEnd, gotOK, end, ok)
 		}
@@ -107,8 +107,35 @@ func checkElems(t *testing.T, b []byte) {
 			if e.Start <= i || e.End > end || SkipValue(b, e.Start) != e.End {
 				t.Fatalf("%q at %d: element %v", b, i, e)
 			}
+			if m := firstMember(b[e.Start:e.End], "logprob"); e.Member != Unknown && e.Member != m.shift(e.Start) {
+				t.Fatalf("%q at %d: element %v: member %v, want %v", b, i, e, e.Member, m.shift(e.Start))
+			}
 		}
 	}
+}
+
+// firstMember is the extent of the first member of the object v whose
+// key, unescaped, is key, found by gjson; the zero Span if none.
+func firstMember(v []byte, key string) Span {
+	if len(v) == 0 || v[0] != '{' {
+		return Span{}
+	}
+	var out Span
+	gjson.ParseBytes(v).ForEach(func(k, val gjson.Result) bool {
+		if k.String() != key {
+			return true
+		}
+		out = Span{val.Index, val.Index + len(val.Raw)}
+		return false
+	})
+	return out
+}
+
+func (s Span) shift(d int) Span {
+	if s == (Span{}) {
+		return s
+	}
+	return Span{s.Start + d, s.End + d}
 }
 
 func TestValidValueElems(t *testing.T) {
@@ -117,15 +144,21 @@ func TestValidValueElems(t *testing.T) {
 		checkElems(t, []byte(tc.in))
 	}
 	doc := []byte(`{"content":[{"token":"a","logprob":-1,"top_logprobs":[]}, {"token":"b"} ],"x":{"y":[1]},"refusal":[],"z":[1 ,[2,3]]}`)
-	end, ok, elems := ValidValueElems(doc, 0, nil)
+	end, ok, elems := ValidValueElems(doc, 0, "logprob", nil)
 	want := []string{`{"token":"a","logprob":-1,"top_logprobs":[]}`, `{"token":"b"}`, `1`, `[2,3]`}
+	members := []string{"-1", "", "", ""}
 	if end != len(doc) || !ok || len(elems) != len(want) {
 		t.Fatalf("%d %v %v", end, ok, elems)
 	}
 	for k, e := range elems {
-		if string(doc[e.Start:e.End]) != want[k] {
-			t.Fatalf("element %d: %q, want %q", k, doc[e.Start:e.End], want[k])
+		if string(doc[e.Start:e.End]) != want[k] || string(doc[e.Member.Start:e.Member.End]) != members[k] {
+			t.Fatalf("element %d: %q member %q, want %q member %q", k, doc[e.Start:e.End], doc[e.Member.Start:e.Member.End], want[k], members[k])
 		}
+	}
+	escaped := []byte(`{"c":[{"a":1,"lo\u0067prob":2,"logprob":3},{"logprob":4,"\u0061":5}]}`)
+	_, _, elems = ValidValueElems(escaped, 0, "logprob", nil)
+	if len(elems) != 2 || elems[0].Member != Unknown || string(escaped[elems[1].Member.Start:elems[1].Member.End]) != "4" {
+		t.Fatalf("escaped keys: %v", elems)
 	}
 	checkElems(t, doc)
 	for n := range doc {

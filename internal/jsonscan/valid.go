@@ -1,6 +1,7 @@
 package jsonscan
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math/bits"
 )
@@ -27,7 +28,8 @@ func validValue(b []byte, i, depth int) (int, bool) {
 	case c == '"':
 		return validString(b, i)
 	case c == '{':
-		return validObject(b, i, depth+1)
+		end, ok, _ := validObject(b, i, depth, "")
+		return end, ok
 	case c == '[':
 		return validArray(b, i, depth+1)
 	case c == 't':
@@ -47,39 +49,6 @@ func literal(b []byte, i int, lit string) (int, bool) {
 		return i + len(lit), true
 	}
 	return i, false
-}
-
-func validObject(b []byte, i, depth int) (int, bool) {
-	i = SkipSpace(b, i+1)
-	if i < len(b) && b[i] == '}' {
-		return i + 1, true
-	}
-	for {
-		if i >= len(b) || b[i] != '"' {
-			return i, false
-		}
-		var ok bool
-		if i, ok = validString(b, i); !ok {
-			return i, false
-		}
-		i = SkipSpace(b, i)
-		if i >= len(b) || b[i] != ':' {
-			return i, false
-		}
-		if i, ok = validValue(b, SkipSpace(b, i+1), depth); !ok {
-			return i, false
-		}
-		i = SkipSpace(b, i)
-		switch {
-		case i >= len(b):
-			return i, false
-		case b[i] == '}':
-			return i + 1, true
-		case b[i] != ',':
-			return i, false
-		}
-		i = SkipSpace(b, i+1)
-	}
 }
 
 func validArray(b []byte, i, depth int) (int, bool) {
@@ -226,11 +195,24 @@ func ValidValue(b []byte, i int) (end int, ok bool) { return validValue(b, i, 0)
 // Span is the extent of a value in a document: b[Start:End].
 type Span struct{ Start, End int }
 
+// Elem is an element of an array member of an object (see
+// ValidValueElems): its extent, and the extent of its first member with
+// the key asked for when it is an object. Member is the zero Span when the
+// element has no such member, and Unknown when a key with an escape came
+// first (the caller compares unescaped keys itself).
+type Elem struct {
+	Span
+	Member Span
+}
+
+// Unknown is Elem.Member for an element whose keys were not all compared.
+var Unknown = Span{-1, -1}
+
 // ValidValueElems is ValidValue that, for an object, also appends to elems
-// the extents of the elements of its array members, in order (a logprobs
-// object's entries), found in the same scan. When it reports false, what
-// it appended is meaningless.
-func ValidValueElems(b []byte, i int, elems []Span) (int, bool, []Span) {
+// the elements of its array members, in order (a logprobs object's
+// entries), each with its member named key (see Elem), found in the same
+// scan. When it reports false, what it appended is meaningless.
+func ValidValueElems(b []byte, i int, key string, elems []Elem) (int, bool, []Elem) {
 	if i >= len(b) || b[i] != '{' || maxDepth < 2 {
 		end, ok := ValidValue(b, i)
 		return end, ok, elems
@@ -254,7 +236,7 @@ func ValidValueElems(b []byte, i int, elems []Span) (int, bool, []Span) {
 		}
 		i = SkipSpace(b, i+1)
 		if i < len(b) && b[i] == '[' {
-			i, ok, elems = validArrayElems(b, i, depth+1, elems)
+			i, ok, elems = validArrayElems(b, i, depth+1, key, elems)
 		} else {
 			i, ok = validValue(b, i, depth)
 		}
@@ -274,8 +256,8 @@ func ValidValueElems(b []byte, i int, elems []Span) (int, bool, []Span) {
 	}
 }
 
-// validArrayElems is validArray appending its elements' extents.
-func validArrayElems(b []byte, i, depth int, elems []Span) (int, bool, []Span) {
+// validArrayElems is validArray appending its elements.
+func validArrayElems(b []byte, i, depth int, key string, elems []Elem) (int, bool, []Elem) {
 	i = SkipSpace(b, i+1)
 	if i < len(b) && b[i] == ']' {
 		return i + 1, true, elems
@@ -283,10 +265,16 @@ func validArrayElems(b []byte, i, depth int, elems []Span) (int, bool, []Span) {
 	for {
 		start := i
 		var ok bool
-		if i, ok = validValue(b, i, depth); !ok {
+		var member Span
+		if i < len(b) && b[i] == '{' {
+			i, ok, member = validObject(b, i, depth, key)
+		} else {
+			i, ok = validValue(b, i, depth)
+		}
+		if !ok {
 			return i, false, elems
 		}
-		elems = append(elems, Span{start, i})
+		elems = append(elems, Elem{Span{start, i}, member})
 		i = SkipSpace(b, i)
 		switch {
 		case i >= len(b):
@@ -295,6 +283,58 @@ func validArrayElems(b []byte, i, depth int, elems []Span) (int, bool, []Span) {
 			return i + 1, true, elems
 		case b[i] != ',':
 			return i, false, elems
+		}
+		i = SkipSpace(b, i+1)
+	}
+}
+
+// validObject is validValue for the object at b[i]; when key is not empty
+// it also finds the value of the object's first member whose key is
+// exactly key (see Elem.Member).
+func validObject(b []byte, i, depth int, key string) (int, bool, Span) {
+	var member Span
+	if depth > maxDepth {
+		return i, false, member
+	}
+	found := key == ""
+	i = SkipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1, true, member
+	}
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return i, false, member
+		}
+		k := i
+		var ok bool
+		if i, ok = validString(b, i); !ok {
+			return i, false, member
+		}
+		name := b[k+1 : i-1]
+		i = SkipSpace(b, i)
+		if i >= len(b) || b[i] != ':' {
+			return i, false, member
+		}
+		v := SkipSpace(b, i+1)
+		if i, ok = validValue(b, v, depth+1); !ok {
+			return i, false, member
+		}
+		if !found {
+			switch {
+			case string(name) == key:
+				member, found = Span{v, i}, true
+			case bytes.IndexByte(name, '\\') >= 0:
+				member, found = Unknown, true
+			}
+		}
+		i = SkipSpace(b, i)
+		switch {
+		case i >= len(b):
+			return i, false, member
+		case b[i] == '}':
+			return i + 1, true, member
+		case b[i] != ',':
+			return i, false, member
 		}
 		i = SkipSpace(b, i+1)
 	}

@@ -91,6 +91,12 @@ func (ch *choice) completionText(f val) {
 // when the value is not a list of ids).
 func (ch *choice) addIDs(f val) int {
 	ch.fields.put("token_ids", nullJSON)
+	return ch.moreIDs(f)
+}
+
+// moreIDs is addIDs for a chunk replayed through a template: the parse of
+// the template chunk put the placeholder, and only a parse changes it.
+func (ch *choice) moreIDs(f val) int {
 	ids, n, ok := appendIDs(ch.ids.ids, f)
 	if !ok {
 		return -1

@@ -26,7 +26,6 @@ type choices struct {
 	nChunks int
 	tpl     template
 	cur     []byte // the chunk being parsed in full (for template offsets)
-	valid   bool   // the chunk being consumed is known strictly valid JSON
 	group   int    // choice objects seen in the chunk being parsed
 }
 
@@ -40,13 +39,13 @@ func newChoices(chat bool) *choices {
 	return &choices{chat: chat, byIndex: map[int64]*choice{}, sglOut: map[int64][]int32{}}
 }
 
-// validEvent is event for data known to be strictly valid JSON (the
-// proxy's stripper validated it): neither the template match nor the full
-// parse validates it again.
-func (c *choices) validEvent(name string, data []byte, spans []Span) {
-	c.valid, c.tpl.spans = true, spans
-	c.event(name, data)
-	c.valid, c.tpl.spans = false, nil
+// replayStripped is template.replayStripped for the next chunk.
+func (c *choices) replayStripped(dst, data []byte) ([]byte, bool) {
+	out, ok := c.tpl.replayStripped(dst, data)
+	if ok {
+		c.nChunks++
+	}
+	return out, ok
 }
 
 func (c *choices) event(_ string, data []byte) {
@@ -55,11 +54,11 @@ func (c *choices) event(_ string, data []byte) {
 		return
 	}
 	c.nChunks++
-	if c.tpl.replay(data, c.valid) {
+	if c.tpl.replay(data) {
 		return
 	}
 	c.tpl.reset()
-	strict := c.valid || jsonscan.Valid(data)
+	strict := jsonscan.Valid(data)
 	if !strict && !gjson.ValidBytes(data) {
 		c.errs = append(c.errs, "malformed chunk "+itoa(c.nChunks))
 		return

@@ -58,22 +58,8 @@ func (s *Streamer) Write(p []byte) (int, error) {
 // Event feeds one complete event that the caller framed from the body with
 // an [sse.Framer] (ending in its blank line), as Write would have framed it
 // from the same bytes; bytes it did not frame (a tail, or everything once
-// it gives up framing) go to Write. valid, when not nil, is a part of raw
-// that the caller found to be strictly valid JSON: when it is the event's
-// data, the chunk is not validated again.
-func (s *Streamer) Event(raw, valid []byte) { s.EventSpans(raw, valid, nil) }
-
-// Span is a JSON value's extent in an event's data: data[Start:End].
-type Span = jsonscan.Span
-
-// EventSpans is Event with the extents of some of valid's values, sorted by
-// Start, which the caller found while validating it (spans are ignored
-// unless valid is the event's data): the assembler takes a value's end
-// from them instead of scanning the value to find it. A span may be
-// followed by spans inside it: the elements of an object's array members
-// (jsonscan.ValidValueElems), which the logprobs walk takes. valid must
-// hold no line break (a data line's JSON, as the proxy's stripper finds it).
-func (s *Streamer) EventSpans(raw, valid []byte, spans []Span) {
+// it gives up framing) go to Write.
+func (s *Streamer) Event(raw []byte) {
 	if !s.checked {
 		if len(s.bom) > 0 || len(raw) > 0 && raw[0] == bom[0] {
 			s.Write(raw) // possibly a byte order mark: Write tells
@@ -85,38 +71,49 @@ func (s *Streamer) EventSpans(raw, valid []byte, spans []Span) {
 		s.Write(raw) // after bytes Write holds, it frames this one
 		return
 	}
-	v, canValid := s.a.(validEventer)
-	if canValid && len(valid) > 0 && oneDataLine(raw, valid) {
-		v.validEvent("", valid, spans) // what Parse would find, without its scans
-		return
-	}
-	ev := sse.Parse(raw)
-	if !ev.HasData {
-		return
-	}
-	if canValid && len(valid) > 0 && len(valid) == len(ev.Data) && &valid[0] == &ev.Data[0] {
-		v.validEvent(ev.Name, ev.Data, spans)
-		return
-	}
-	s.a.event(ev.Name, ev.Data)
+	s.event(raw)
 }
 
-// oneDataLine reports whether raw is "data:", an optional space, valid (a
+// Span is a JSON value's extent in an event's data: data[Start:End].
+type Span = jsonscan.Span
+
+// ReplayStripped feeds one event as Event would, but only when its data (a
+// part of raw: the JSON of its one data line) repeats the last chunk that became a template and that
+// MarkStripped accepted, outside the values that vary chunk to chunk.
+// It then appends data to dst with the values MarkStripped named nulled,
+// and reports true. Otherwise it consumes nothing, leaves dst as it was
+// and reports false: the caller strips the event itself and feeds it as
+// usual. The chunk is validated once, here, in the same scan that
+// assembles its values.
+func (s *Streamer) ReplayStripped(dst, raw, data []byte) ([]byte, bool) {
+	c, ok := s.a.(*choices)
+	if !ok || !s.checked || s.f.Buffered() > 0 || len(data) == 0 || !oneDataLine(raw, data) {
+		return dst, false
+	}
+	return c.replayStripped(dst, data)
+}
+
+// MarkStripped tells the assembler which values of data, the last event's
+// JSON data, its caller nulled in what the client got: a chunk that
+// ReplayStripped replays through that event's template gets the same
+// values nulled. It reports whether it can do that: when data did not
+// become a template, or a value is not one that varies chunk to chunk,
+// ReplayStripped declines every chunk until the next call.
+func (s *Streamer) MarkStripped(data []byte, values []Span) bool {
+	c, ok := s.a.(*choices)
+	return ok && c.tpl.markStrip(data, values)
+}
+
+// oneDataLine reports whether raw is "data:", an optional space, data (a
 // part of raw) and the blank line: an event that sse.Parse reads as
-// nameless with valid as its data, given that valid holds no line break.
-func oneDataLine(raw, valid []byte) bool {
-	k := len(raw) - len(valid) - 2
+// nameless with data as its data, given that data holds no line break.
+func oneDataLine(raw, data []byte) bool {
+	k := len(raw) - len(data) - 2
 	if k != 5 && k != 6 || string(raw[:5]) != "data:" || (raw[5] == ' ') != (k == 6) ||
-		&raw[k] != &valid[0] || string(raw[len(raw)-2:]) != "\n\n" {
+		&raw[k] != &data[0] || string(raw[len(raw)-2:]) != "\n\n" {
 		return false
 	}
 	return true
-}
-
-// validEventer is an assembler that can skip validating an event's data
-// known to be strictly valid JSON.
-type validEventer interface {
-	validEvent(name string, data []byte, spans []Span)
 }
 
 func (s *Streamer) frame(p []byte) {

@@ -1,6 +1,7 @@
 package assemble
 
 import (
+	"slices"
 	"unsafe"
 
 	"github.com/orchard-rl/orchard/internal/jsonscan"
@@ -30,16 +31,19 @@ type template struct {
 	data  []byte // the chunk, copied
 	holes []hole
 	vals  []val       // scratch: the hole values of the chunk being matched
-	elems []holeElems // scratch: per hole, the caller's spans inside its value
-	// spans: known extents of values of the valid chunk being matched
-	// (see Streamer.EventSpans), or nil.
-	spans []Span
+	elems []holeElems // scratch: per hole, the elements match found inside its value
+	// strips: markStrip found every value the caller strips from the
+	// template chunk to be a hole (marked null), so a chunk that matches is
+	// stripped by nulling those holes (see Streamer.ReplayStripped).
+	strips bool
+	own    []jsonscan.Elem // scratch: the elements of every hole's value
 }
 
-// holeElems are the spans inside a hole's value (a logprobs object's
-// entries) and the value's offset in the chunk, which they are relative to.
+// holeElems are the elements of a hole value's array members (a logprobs
+// object's entries, with their "logprob" members) and the value's offset in
+// the chunk: their extents are offsets in the chunk too.
 type holeElems struct {
-	spans []Span
+	spans []jsonscan.Elem
 	base  int
 }
 
@@ -60,6 +64,7 @@ type hole struct {
 	ch         *choice
 	key        string // holeText: the text key
 	tool       *toolCall
+	null       bool // the caller strips it: null in the stripped chunk
 }
 
 // note records, during a full parse, that v (a member value of c.cur) is a
@@ -77,17 +82,62 @@ func (c *choices) note(kind holeKind, v val, ch *choice, key string, t *toolCall
 func (c *choices) noTemplate() { c.tpl.ok = false }
 
 func (t *template) reset() {
-	t.ok = false
+	t.ok, t.strips = false, false
 	t.holes = t.holes[:0]
 }
 
 // keep makes the chunk just parsed the template.
-func (t *template) keep(data []byte) { t.data = append(t.data[:0], data...) }
+func (t *template) keep(data []byte) {
+	t.data = append(t.data[:0], data...)
+	t.strips = false
+}
+
+// markStrip marks the holes of the template at the given value extents as
+// stripped and reports whether every extent is a hole, which data (the
+// chunk the extents are of) must be the template for. Extents that are
+// not all holes leave the template unable to strip.
+func (t *template) markStrip(data []byte, spans []Span) bool {
+	t.strips = false
+	if !t.ok || string(data) != string(t.data) {
+		return false
+	}
+	for i := range t.holes {
+		t.holes[i].null = false
+	}
+	for _, sp := range spans {
+		i := slices.IndexFunc(t.holes, func(h hole) bool { return h.start == sp.Start && h.end == sp.End })
+		if i < 0 {
+			return false
+		}
+		t.holes[i].null = true
+	}
+	t.strips = true
+	return true
+}
+
+// replayStripped is replay for a chunk nobody validated, that also appends
+// it to dst with the marked holes nulled when the template can strip.
+func (t *template) replayStripped(dst, data []byte) ([]byte, bool) {
+	if !t.strips || !t.replay(data) {
+		return dst, false
+	}
+	last := 0
+	for i, h := range t.holes {
+		if !h.null {
+			continue
+		}
+		start := t.elems[i].base // where match found the value
+		dst = append(dst, data[last:start]...)
+		dst = append(dst, "null"...)
+		last = start + len(t.vals[i].raw)
+	}
+	return append(dst, data[last:]...), true
+}
 
 // replay applies data through the template if it matches, and reports
-// whether it did. valid says data is known strictly valid JSON.
-func (t *template) replay(data []byte, valid bool) bool {
-	if t.off || !t.ok || !t.match(data, valid) {
+// whether it did.
+func (t *template) replay(data []byte) bool {
+	if t.off || !t.ok || !t.match(data) {
 		return false
 	}
 	group, nIDs, nLP := -1, -1, -1
@@ -108,7 +158,7 @@ func (t *template) replay(data []byte, valid bool) bool {
 		case holeArgs:
 			h.tool.addArgs(v)
 		case holeIDs:
-			nIDs = h.ch.addIDs(v)
+			nIDs = h.ch.moreIDs(v)
 		case holeLogprobs:
 			nLP = h.ch.lp.addKnown(v, h.ch.c.chat, t.elems[i])
 		}
@@ -120,14 +170,12 @@ func (t *template) replay(data []byte, valid bool) bool {
 }
 
 // match reports whether data equals the template outside its holes, with a
-// valid value of the same kind in each, and collects those values. When
-// data is known strictly valid (valid), a hole's value is only skipped, not
-// validated: each hole then starts a value of a valid document (the bytes
-// before it parse as the template's do), so skipping finds its exact end.
-func (t *template) match(data []byte, valid bool) bool {
-	t.vals, t.elems = t.vals[:0], t.elems[:0]
+// strictly valid value of the same kind in each, and collects those values
+// and the extents of their array members' elements (a logprobs object's
+// entries), found in the same scan.
+func (t *template) match(data []byte) bool {
+	t.vals, t.elems, t.own = t.vals[:0], t.elems[:0], t.own[:0]
 	at, from := 0, 0 // positions in data and in t.data
-	spans, k := t.spans, 0
 	for _, h := range t.holes {
 		seg := t.data[from:h.start]
 		if len(data)-at < len(seg) || string(data[at:at+len(seg)]) != string(seg) {
@@ -137,30 +185,27 @@ func (t *template) match(data []byte, valid bool) bool {
 		if at >= len(data) || !jsonscan.SameKind(data[at], t.data[h.start]) {
 			return false
 		}
-		var end int
-		var elems []Span
-		if valid {
-			for k < len(spans) && spans[k].Start < at {
-				k++
-			}
-			if k < len(spans) && spans[k].Start == at {
-				end = spans[k].End // a valid value's extent, found by the caller
-				lo := k + 1
-				for k++; k < len(spans) && spans[k].Start < end; k++ {
-				}
-				elems = spans[lo:k]
-			} else {
-				end = jsonscan.SkipValue(data, at)
-			}
-		} else {
-			var ok bool
-			if end, ok = jsonscan.ValidValue(data, at); !ok {
-				return false
-			}
+		lo := len(t.own)
+		end, ok, own := jsonscan.ValidValueElems(data, at, "logprob", t.own)
+		if t.own = own; !ok {
+			return false
 		}
 		t.vals = append(t.vals, val{raw: data[at:end], Type: jsonscan.TypeOf(data[at])})
-		t.elems = append(t.elems, holeElems{elems, at})
+		t.elems = append(t.elems, holeElems{t.own[lo:len(t.own):len(t.own)], at}) // re-sliced below: t.own may move
 		at, from = end, h.end
 	}
+	t.ownElems()
 	return string(data[at:]) == string(t.data[from:])
+}
+
+// ownElems points each hole's entry extents into t.own, which appends
+// during match may have moved: a hole's extents are the run of t.own
+// between the previous holes' and its own, as long as it recorded.
+func (t *template) ownElems() {
+	at := 0
+	for i := range t.elems {
+		n := len(t.elems[i].spans)
+		t.elems[i].spans = t.own[at : at+n : at+n]
+		at += n
+	}
 }

@@ -23,7 +23,7 @@ type logprobs struct {
 	// Streamer.Hide); only the sampled tokens' logprobs are kept, for the
 	// record's tokens, and the response shows the field as null.
 	valuesOnly bool
-	known      holeElems // during addKnown: the extents of v's array elements
+	known      holeElems // during addKnown: v's array elements
 }
 
 // jsonList is a JSON array under construction: its elements' raw bytes,
@@ -97,8 +97,10 @@ func (l *logprobs) add(v val, chat bool) int {
 		i = jsonscan.SkipSpace(b, jsonscan.SkipSpace(b, ke)+1) // past the colon
 		if b[i] != '[' {
 			ve := jsonscan.SkipValue(b, i)
-			if _, isArr := l.arrays[k.text()]; !isArr && !l.valuesOnly {
-				l.obj.mergeRaw(k, b[i:ve])
+			if !l.valuesOnly {
+				if _, isArr := l.arrays[k.text()]; !isArr {
+					l.obj.mergeRaw(k, b[i:ve])
+				}
 			}
 			i = ve
 			continue
@@ -124,9 +126,9 @@ func (l *logprobs) add(v val, chat bool) int {
 	}
 }
 
-// addKnown is add for a v that is strictly valid, with e the extents of
-// the elements of its array members (relative to e.base), found when it was
-// validated: an entry is not scanned past its "logprob" to find its end.
+// addKnown is add for a v that is strictly valid, with e the elements of
+// its array members and their "logprob" members (relative to e.base),
+// found when it was validated: an entry is not scanned again.
 func (l *logprobs) addKnown(v val, chat bool, e holeElems) int {
 	l.known = e
 	n := l.add(v, chat)
@@ -134,19 +136,23 @@ func (l *logprobs) addKnown(v val, chat bool, e holeElems) int {
 	return n
 }
 
-// knownEnd returns the end of the element at b[i] if addKnown was told it,
-// else -1.
-func (l *logprobs) knownEnd(i int) int {
+// knownElem returns the element at b[i] if addKnown was told it, its
+// "logprob" member's extent then relative to b, or ok false.
+func (l *logprobs) knownElem(i int) (e jsonscan.Elem, ok bool) {
 	k := &l.known
 	for len(k.spans) > 0 && k.spans[0].Start-k.base < i {
 		k.spans = k.spans[1:]
 	}
-	if len(k.spans) > 0 && k.spans[0].Start-k.base == i {
-		end := k.spans[0].End - k.base
-		k.spans = k.spans[1:]
-		return end
+	if len(k.spans) == 0 || k.spans[0].Start-k.base != i {
+		return e, false
 	}
-	return -1
+	e = k.spans[0]
+	k.spans = k.spans[1:]
+	e.Start, e.End = e.Start-k.base, e.End-k.base
+	if e.Member != jsonscan.Unknown && e.Member != (jsonscan.Span{}) {
+		e.Member.Start, e.Member.End = e.Member.Start-k.base, e.Member.End-k.base
+	}
+	return e, true
 }
 
 // addElems appends the elements of the array at b[i] to lst (unless nil)
@@ -164,14 +170,21 @@ func (l *logprobs) addElems(lst *jsonList, b []byte, i int, content, tokenLogpro
 		if i >= len(b) || b[i] == ']' {
 			return i + 1, n
 		}
-		end := l.knownEnd(i)
+		e, known := l.knownElem(i)
+		end := -1
+		if known {
+			end = e.End
+		}
 		switch {
 		case content:
 			var lp val
-			if end >= 0 {
-				lp = firstLogprob(b, i)
-			} else {
+			switch {
+			case !known:
 				end, lp = entryLogprob(b, i)
+			case e.Member == jsonscan.Unknown:
+				lp = firstLogprob(b, i)
+			case e.Member != jsonscan.Span{}:
+				lp = val{raw: b[e.Member.Start:e.Member.End], Type: jsonscan.TypeOf(b[e.Member.Start])}
 			}
 			l.values = append(l.values, logprobOf(lp))
 			n++

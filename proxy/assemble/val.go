@@ -126,10 +126,79 @@ func (v val) Int() int64 {
 // Float is gjson.Result.Float.
 func (v val) Float() float64 {
 	if v.Type == gjson.Number && v.raw != nil {
+		if f, ok := exactFloat(v.raw); ok {
+			return f
+		}
 		f, _ := strconv.ParseFloat(string(v.raw), 64)
 		return f
 	}
 	return v.g().Float()
+}
+
+// pow10 are the powers of ten a float64 holds exactly.
+var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
+	1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
+
+// exactFloat is strconv.ParseFloat(b, 64) for the short decimals engines
+// write for logprobs (-0.125, -1.5e-05): when the digits make an integer
+// below 2^53 and the power of ten is at most 22, both are exact float64s
+// and one multiplication or division rounds the value correctly, as
+// ParseFloat does. Anything else (or anything that is not a JSON number)
+// reports false. FuzzExactFloat holds it to ParseFloat.
+func exactFloat(b []byte) (float64, bool) {
+	i, neg := 0, false
+	if i < len(b) && b[i] == '-' {
+		i, neg = i+1, true
+	}
+	var m uint64
+	nd, exp, start := 0, 0, i
+	for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+		m, nd = m*10+uint64(b[i]-'0'), nd+1
+	}
+	if i == start || nd > 1 && b[start] == '0' {
+		return 0, false
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		frac := i
+		for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+			m, nd, exp = m*10+uint64(b[i]-'0'), nd+1, exp-1
+		}
+		if i == frac {
+			return 0, false
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		sign := 1
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			if b[i] == '-' {
+				sign = -1
+			}
+			i++
+		}
+		e, digits := 0, i
+		for ; i < len(b) && b[i] >= '0' && b[i] <= '9' && e < 1000; i++ {
+			e = e*10 + int(b[i]-'0')
+		}
+		if i == digits {
+			return 0, false
+		}
+		exp += sign * e
+	}
+	if i != len(b) || nd > 15 || m >= 1<<53 || exp < -22 || exp > 22 {
+		return 0, false
+	}
+	f := float64(m)
+	if exp < 0 {
+		f /= pow10[-exp]
+	} else {
+		f *= pow10[exp]
+	}
+	if neg {
+		f = -f
+	}
+	return f, true
 }
 
 // Get returns the member key of an object (the first, if repeated), or a

@@ -16,8 +16,9 @@ import (
 // TestStripTemplate strips generated vLLM-style streams (chunks that repeat
 // the previous one with token ids, logprobs and text changed, mixed with
 // fresh chunks, usage chunks, null and missing fields, several choices)
-// through a stripper, which uses templates, and event by event through the
-// rules' lookups, which do not: the bytes must be identical.
+// through a stripper feeding an assembler, which replays most chunks
+// through the assembler's template, and event by event through the rules'
+// lookups, which do not: the bytes must be identical.
 func TestStripTemplate(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(7, 9))
@@ -35,23 +36,75 @@ func TestStripTemplate(t *testing.T) {
 			for _, ev := range splitEvents(body) {
 				want = rules.apply(want, ev)
 			}
-			s := newStripper(io.NopCloser(&pieceReader{b: body, r: r}), rules, nil)
+			asm, err := assemble.NewStreamer(recorder.APIChatCompletions)
+			if err != nil {
+				t.Fatal(err)
+			}
+			asm.Hide(rules.fields)
+			s := newStripper(io.NopCloser(&pieceReader{b: body, r: r}), rules, asm)
 			got, err := io.ReadAll(s)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if s.tpl.ok {
-				replayed++
-			}
+			replayed += s.replayed
 			s.Close()
 			if !bytes.Equal(got, want) {
 				t.Fatalf("case %d rules %d:\n%s\ngot\n%s\nwant\n%s", n, ri, body, got, want)
 			}
 		}
 	}
-	if replayed < 1000 {
-		t.Fatalf("only %d streams ended on a template: the test no longer exercises it", replayed)
+	if replayed < 10000 {
+		t.Fatalf("only %d events were replayed through a template: the test no longer exercises it", replayed)
 	}
+}
+
+// FuzzStripperReplay strips a stream twice, with an assembler (which
+// replays chunks through its template) and without one (every chunk looked
+// up): the bytes must be identical, and the assembler must assemble what
+// it would from the raw bytes.
+func FuzzStripperReplay(f *testing.F) {
+	r := rand.New(rand.NewPCG(3, 5))
+	for range 20 {
+		f.Add(genStream(r), uint8(r.IntN(256)))
+	}
+	ruleSets := []stripRules{
+		{fields: []assemble.Unseen{{Name: "prompt_token_ids"}, {Name: "token_ids", PerChoice: true}, {Name: "logprobs", PerChoice: true}}},
+		{usage: true, continuous: true, fields: []assemble.Unseen{{Name: "token_ids", PerChoice: true}}},
+		{usage: true, nullUsage: true, fields: []assemble.Unseen{{Name: "logprobs", PerChoice: true}}},
+	}
+	f.Fuzz(func(t *testing.T, body []byte, pick uint8) {
+		rules := ruleSets[int(pick)%len(ruleSets)]
+		want, err := io.ReadAll(newStripper(io.NopCloser(bytes.NewReader(body)), rules, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		api := recorder.APIChatCompletions
+		if pick&0x80 != 0 {
+			api = recorder.APICompletions
+		}
+		asm, err := assemble.NewStreamer(api)
+		if err != nil {
+			t.Fatal(err)
+		}
+		asm.Hide(rules.fields)
+		src := &pieceReader{b: body, r: rand.New(rand.NewPCG(uint64(pick), 1))}
+		got, err := io.ReadAll(newStripper(io.NopCloser(src), rules, asm))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("replayed:\n%q\nlooked up:\n%q", got, want)
+		}
+		ref, err := assemble.NewStreamer(api)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref.Hide(rules.fields)
+		ref.Write(body)
+		if a, b := asm.Result(), ref.Result(); !reflect.DeepEqual(a, b) {
+			t.Fatalf("assembled event by event:\n%+v\nfrom the bytes:\n%+v", a, b)
+		}
+	})
 }
 
 // pieceReader returns b in random pieces, so events arrive split.
