@@ -21,6 +21,23 @@ func BenchmarkStripAssemble(b *testing.B) {
 	// The load benchmark's chunks: reasoning then content, one logprobs
 	// entry per token without alternatives.
 	benchStripAssemble(b, rules, "load", loadStream(275))
+	// An agent's long prompt: the first chunk carries 30,000 prompt ids.
+	benchStripAssemble(b, rules, "prompt=30000", promptStream(30000))
+}
+
+// promptStream is the first chunk of a vLLM chat stream whose prompt had n
+// tokens, then [DONE].
+func promptStream(n int) []byte {
+	var body bytes.Buffer
+	body.WriteString(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1767225600,"model":"qwen","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}],"prompt_token_ids":[`)
+	for i := range n {
+		if i > 0 {
+			body.WriteByte(',')
+		}
+		fmt.Fprint(&body, 1000+i*7919%150000)
+	}
+	body.WriteString("]}\n\ndata: [DONE]\n\n")
+	return body.Bytes()
 }
 
 // topLogprobsStream is a chat stream of n token chunks, each with two

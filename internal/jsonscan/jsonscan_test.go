@@ -43,6 +43,7 @@ func FuzzValid(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		checkElems(t, b)
+		checkMembers(t, b)
 		if Valid(b) {
 			if !gjson.ValidBytes(b) || !json.Valid(b) {
 				t.Fatalf("Valid(%q) but gjson %v, encoding/json %v", b, gjson.ValidBytes(b), json.Valid(b))
@@ -87,6 +88,35 @@ func TestValidStringBytes(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// checkMembers holds ValidMembers to Valid (same verdict for an object)
+// and, where valid, its members to gjson's.
+func checkMembers(t *testing.T, b []byte) {
+	t.Helper()
+	members, ok := ValidMembers(b, nil)
+	root := gjson.ParseBytes(b)
+	if want := Valid(b) && root.IsObject(); ok != want {
+		t.Fatalf("ValidMembers(%q) = %v, Valid and an object: %v", b, ok, want)
+	}
+	if !ok {
+		return
+	}
+	k := 0
+	root.ForEach(func(key, v gjson.Result) bool {
+		if k >= len(members) {
+			t.Fatalf("%q: gjson has more members than %v", b, members)
+		}
+		m := members[k]
+		if string(b[m.Key.Start:m.Key.End]) != key.Raw || string(b[m.Value.Start:m.Value.End]) != v.Raw {
+			t.Fatalf("%q: member %d is %q: %q, gjson %q: %q", b, k, b[m.Key.Start:m.Key.End], b[m.Value.Start:m.Value.End], key.Raw, v.Raw)
+		}
+		k++
+		return true
+	})
+	if k != len(members) {
+		t.Fatalf("%q: %d members, gjson %d", b, len(members), k)
 	}
 }
 
@@ -142,7 +172,9 @@ func TestValidValueElems(t *testing.T) {
 	t.Parallel()
 	for _, tc := range validCases {
 		checkElems(t, []byte(tc.in))
+		checkMembers(t, []byte(tc.in))
 	}
+	checkMembers(t, []byte(` {"a" : [1, {"b":2}] ,"a":null, "c":"\u00e9"} `))
 	doc := []byte(`{"content":[{"token":"a","logprob":-1,"top_logprobs":[]}, {"token":"b"} ],"x":{"y":[1]},"refusal":[],"z":[1 ,[2,3]]}`)
 	end, ok, elems := ValidValueElems(doc, 0, "logprob", nil)
 	want := []string{`{"token":"a","logprob":-1,"top_logprobs":[]}`, `{"token":"b"}`, `1`, `[2,3]`}

@@ -195,6 +195,56 @@ func ValidValue(b []byte, i int) (end int, ok bool) { return validValue(b, i, 0)
 // Span is the extent of a value in a document: b[Start:End].
 type Span struct{ Start, End int }
 
+// Member is a member of an object: its key (the string, quotes included)
+// and its value.
+type Member struct{ Key, Value Span }
+
+// ValidMembers reports whether b is one JSON object (with optional
+// surrounding space), as Valid would, and appends its members to members in
+// order, found in the same scan: a caller that walks the object after
+// validating it need not skip each value again. When it reports false,
+// what it appended is meaningless.
+func ValidMembers(b []byte, members []Member) ([]Member, bool) {
+	i := SkipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return members, false
+	}
+	i = SkipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return members, SkipSpace(b, i+1) == len(b)
+	}
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return members, false
+		}
+		k := i
+		var ok bool
+		if i, ok = validString(b, i); !ok {
+			return members, false
+		}
+		key := Span{k, i}
+		i = SkipSpace(b, i)
+		if i >= len(b) || b[i] != ':' {
+			return members, false
+		}
+		v := SkipSpace(b, i+1)
+		if i, ok = validValue(b, v, 1); !ok {
+			return members, false
+		}
+		members = append(members, Member{key, Span{v, i}})
+		i = SkipSpace(b, i)
+		switch {
+		case i >= len(b):
+			return members, false
+		case b[i] == '}':
+			return members, SkipSpace(b, i+1) == len(b)
+		case b[i] != ',':
+			return members, false
+		}
+		i = SkipSpace(b, i+1)
+	}
+}
+
 // Elem is an element of an array member of an object (see
 // ValidValueElems): its extent, and the extent of its first member with
 // the key asked for when it is an object. Member is the zero Span when the

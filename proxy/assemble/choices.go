@@ -25,8 +25,9 @@ type choices struct {
 	sglOut  map[int64][]int32
 	nChunks int
 	tpl     template
-	cur     []byte // the chunk being parsed in full (for template offsets)
-	group   int    // choice objects seen in the chunk being parsed
+	cur     []byte            // the chunk being parsed in full (for template offsets)
+	members []jsonscan.Member // scratch: the members of the chunk being parsed
+	group   int               // choice objects seen in the chunk being parsed
 }
 
 // idList is a list of token ids and whether the upstream sent it at all.
@@ -58,7 +59,10 @@ func (c *choices) event(_ string, data []byte) {
 		return
 	}
 	c.tpl.reset()
-	strict := jsonscan.Valid(data)
+	// A strictly valid object's members are found as it is validated; the
+	// rest (what only gjson's leniency accepts) is walked by ForEach.
+	members, strict := jsonscan.ValidMembers(data, c.members[:0])
+	c.members = members
 	if !strict && !gjson.ValidBytes(data) {
 		c.errs = append(c.errs, "malformed chunk "+itoa(c.nChunks))
 		return
@@ -71,14 +75,20 @@ func (c *choices) event(_ string, data []byte) {
 			return
 		}
 	}
-	root := valOf(data)
 	// Only strictly valid JSON (not what only gjson's leniency accepts)
 	// becomes a template: its exactness argument assumes a valid document.
-	c.cur, c.group, c.tpl.ok = data, 0, strict && root.IsObject()
-	root.ForEach(func(k, v val) bool {
-		c.topField(k, v)
-		return true
-	})
+	c.cur, c.group, c.tpl.ok = data, 0, strict
+	if strict {
+		for _, m := range members {
+			k, v := data[m.Key.Start:m.Key.End], data[m.Value.Start:m.Value.End]
+			c.topField(val{raw: k, Type: gjson.String}, val{raw: v, Type: jsonscan.TypeOf(v[0])})
+		}
+	} else {
+		valOf(data).ForEach(func(k, v val) bool {
+			c.topField(k, v)
+			return true
+		})
+	}
 	if c.tpl.ok {
 		c.tpl.keep(data)
 	}
