@@ -52,6 +52,9 @@ func literal(b []byte, i int, lit string) (int, bool) {
 }
 
 func validArray(b []byte, i, depth int) (int, bool) {
+	if end, ok := plainInts(b, i); ok {
+		return end, true
+	}
 	i = SkipSpace(b, i+1)
 	if i < len(b) && b[i] == ']' {
 		return i + 1, true
@@ -72,6 +75,35 @@ func validArray(b []byte, i, depth int) (int, bool) {
 		}
 		i = SkipSpace(b, i+1)
 	}
+}
+
+// plainInts reports whether the array at b[i] is a list of non-negative
+// integers written without space or sign (token ids: a long prompt's are
+// most of a vLLM stream's first chunk), and where it ends, in one tight
+// scan. Anything else reports false and is validated by the general walk.
+func plainInts(b []byte, i int) (int, bool) {
+	i++
+	if i < len(b) && b[i] == ']' {
+		return i + 1, true
+	}
+	for i < len(b) {
+		start := i
+		for i < len(b) && b[i]-'0' <= 9 {
+			i++
+		}
+		if i == start || b[start] == '0' && i-start > 1 || i >= len(b) {
+			return i, false
+		}
+		switch b[i] {
+		case ']':
+			return i + 1, true
+		case ',':
+			i++
+		default:
+			return i, false
+		}
+	}
+	return i, false
 }
 
 // strPlain marks the bytes a string holds as they are: anything but a

@@ -166,13 +166,17 @@ func appendPlainInts(dst []int32, b []byte) ([]int32, bool) {
 	}
 	for i < len(b) {
 		j, n := i, int64(0)
-		for ; j < len(b) && b[j] >= '0' && b[j] <= '9' && n <= math.MaxInt32; j++ {
+		for ; j < len(b) && b[j]-'0' <= 9 && n <= math.MaxInt32; j++ {
 			n = n*10 + int64(b[j]-'0')
 		}
 		if j == i || n > math.MaxInt32 || (b[i] == '0' && j-i > 1) {
 			return dst, false
 		}
 		dst = append(dst, int32(n))
+		if j < len(b) && b[j] == ',' && j+1 < len(b) && b[j+1]-'0' <= 9 {
+			i = j + 1 // the usual "1,2": no space to skip
+			continue
+		}
 		i = jsonscan.SkipSpace(b, j)
 		switch {
 		case i < len(b) && b[i] == ',':
