@@ -25,6 +25,14 @@ import (
 // hole (an SGLang sglext, a tool name fragment, an error) does not become
 // a template, nor does one that is not strictly valid JSON.
 // TestTemplateEqualsFullParse compares the two paths on generated streams.
+//
+// The proxy's stripper nulls the token ids and logprobs it injected by
+// looking them up in each chunk. When those values are holes of the
+// template (markStrip), a chunk that matches is stripped by nulling the
+// same holes: its bytes outside the holes are the template's and each hole
+// holds a value of the same kind, so the lookups would find the same
+// members in the same places, non-null, and null exactly those values.
+// TestStripTemplate and FuzzStripperReplay compare it with the lookups.
 type template struct {
 	off   bool // never replay (tests compare against the full parse)
 	ok    bool
@@ -111,12 +119,24 @@ func (t *template) markStrip(data []byte, spans []Span) bool {
 		}
 		t.holes[i].null = true
 	}
+	// A full parse notes holes in document order; replayStripped copies
+	// the chunk between them in that order.
+	last := 0
+	for _, h := range t.holes {
+		if h.null && h.start < last {
+			return false
+		}
+		if h.null {
+			last = h.end
+		}
+	}
 	t.strips = true
 	return true
 }
 
-// replayStripped is replay for a chunk nobody validated, that also appends
-// it to dst with the marked holes nulled when the template can strip.
+// replayStripped is replay that also appends data to dst with the holes
+// markStrip marked nulled; it declines any chunk unless markStrip accepted
+// the template.
 func (t *template) replayStripped(dst, data []byte) ([]byte, bool) {
 	if !t.strips || !t.replay(data) {
 		return dst, false
