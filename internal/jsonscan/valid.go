@@ -28,8 +28,7 @@ func validValue(b []byte, i, depth int) (int, bool) {
 	case c == '"':
 		return validString(b, i)
 	case c == '{':
-		end, ok, _ := validObject(b, i, depth, "")
-		return end, ok
+		return validObject(b, i, depth, nil)
 	case c == '[':
 		return validArray(b, i, depth+1)
 	case c == 't':
@@ -241,40 +240,9 @@ func ValidMembers(b []byte, members []Member) ([]Member, bool) {
 	if i >= len(b) || b[i] != '{' {
 		return members, false
 	}
-	i = SkipSpace(b, i+1)
-	if i < len(b) && b[i] == '}' {
-		return members, SkipSpace(b, i+1) == len(b)
-	}
-	for {
-		if i >= len(b) || b[i] != '"' {
-			return members, false
-		}
-		k := i
-		var ok bool
-		if i, ok = validString(b, i); !ok {
-			return members, false
-		}
-		key := Span{k, i}
-		i = SkipSpace(b, i)
-		if i >= len(b) || b[i] != ':' {
-			return members, false
-		}
-		v := SkipSpace(b, i+1)
-		if i, ok = validValue(b, v, 1); !ok {
-			return members, false
-		}
-		members = append(members, Member{key, Span{v, i}})
-		i = SkipSpace(b, i)
-		switch {
-		case i >= len(b):
-			return members, false
-		case b[i] == '}':
-			return members, SkipSpace(b, i+1) == len(b)
-		case b[i] != ',':
-			return members, false
-		}
-		i = SkipSpace(b, i+1)
-	}
+	sc := objScan{members: &members}
+	end, ok := validObject(b, i, 0, &sc)
+	return members, ok && SkipSpace(b, end) == len(b)
 }
 
 // Elem is an element of an array member of an object (see
@@ -295,128 +263,125 @@ var Unknown = Span{-1, -1}
 // entries), each with its member named key (see Elem), found in the same
 // scan. When it reports false, what it appended is meaningless.
 func ValidValueElems(b []byte, i int, key string, elems []Elem) (int, bool, []Elem) {
-	if i >= len(b) || b[i] != '{' || maxDepth < 2 {
+	if i >= len(b) || b[i] != '{' {
 		end, ok := ValidValue(b, i)
 		return end, ok, elems
 	}
-	const depth = 1 // validValue(b, i, 0) validates the object at depth 1
-	i = SkipSpace(b, i+1)
-	if i < len(b) && b[i] == '}' {
-		return i + 1, true, elems
-	}
-	for {
-		if i >= len(b) || b[i] != '"' {
-			return i, false, elems
-		}
-		var ok bool
-		if i, ok = validString(b, i); !ok {
-			return i, false, elems
-		}
-		i = SkipSpace(b, i)
-		if i >= len(b) || b[i] != ':' {
-			return i, false, elems
-		}
-		i = SkipSpace(b, i+1)
-		if i < len(b) && b[i] == '[' {
-			i, ok, elems = validArrayElems(b, i, depth+1, key, elems)
-		} else {
-			i, ok = validValue(b, i, depth)
-		}
-		if !ok {
-			return i, false, elems
-		}
-		i = SkipSpace(b, i)
-		switch {
-		case i >= len(b):
-			return i, false, elems
-		case b[i] == '}':
-			return i + 1, true, elems
-		case b[i] != ',':
-			return i, false, elems
-		}
-		i = SkipSpace(b, i+1)
-	}
+	sc := objScan{elemKey: key, elems: &elems}
+	end, ok := validObject(b, i, 0, &sc)
+	return end, ok, elems
 }
 
-// validArrayElems is validArray appending its elements.
-func validArrayElems(b []byte, i, depth int, key string, elems []Elem) (int, bool, []Elem) {
+// validArrayElems is validArray appending its elements, each object
+// scanned for its member named key.
+func validArrayElems(b []byte, i, depth int, key string, elems *[]Elem) (int, bool) {
 	i = SkipSpace(b, i+1)
 	if i < len(b) && b[i] == ']' {
-		return i + 1, true, elems
+		return i + 1, true
 	}
 	for {
 		start := i
 		var ok bool
-		var member Span
+		sc := objScan{key: key}
 		if i < len(b) && b[i] == '{' {
-			i, ok, member = validObject(b, i, depth, key)
+			i, ok = validObject(b, i, depth, &sc)
 		} else {
 			i, ok = validValue(b, i, depth)
 		}
 		if !ok {
-			return i, false, elems
+			return i, false
 		}
-		elems = append(elems, Elem{Span{start, i}, member})
+		*elems = append(*elems, Elem{Span{start, i}, sc.member})
 		i = SkipSpace(b, i)
 		switch {
 		case i >= len(b):
-			return i, false, elems
+			return i, false
 		case b[i] == ']':
-			return i + 1, true, elems
+			return i + 1, true
 		case b[i] != ',':
-			return i, false, elems
+			return i, false
 		}
 		i = SkipSpace(b, i+1)
 	}
 }
 
-// validObject is validValue for the object at b[i]; when key is not empty
-// it also finds the value of the object's first member whose key is
-// exactly key (see Elem.Member).
-func validObject(b []byte, i, depth int, key string) (int, bool, Span) {
-	var member Span
-	if depth > maxDepth {
-		return i, false, member
+// objScan asks validObject for more than its verdict, found in the same
+// scan; a nil *objScan asks for nothing.
+type objScan struct {
+	// key: find the value of the first member whose key is exactly key
+	// (member; Unknown when a key with an escape comes first).
+	key    string
+	member Span
+	found  bool
+	// members: append every member.
+	members *[]Member
+	// elems: append the elements of every array member, each object
+	// scanned for its member named elemKey (see Elem).
+	elems   *[]Elem
+	elemKey string
+}
+
+// note takes in one member of the object.
+func (s *objScan) note(b []byte, key, value Span) {
+	if s.members != nil {
+		*s.members = append(*s.members, Member{key, value})
 	}
-	found := key == ""
+	if s.key == "" || s.found {
+		return
+	}
+	name := b[key.Start+1 : key.End-1]
+	switch {
+	case string(name) == s.key:
+		s.member, s.found = value, true
+	case bytes.IndexByte(name, '\\') >= 0:
+		s.member, s.found = Unknown, true
+	}
+}
+
+// validObject is validValue for the object at b[i], doing what s asks.
+func validObject(b []byte, i, depth int, s *objScan) (int, bool) {
+	if depth > maxDepth {
+		return i, false
+	}
 	i = SkipSpace(b, i+1)
 	if i < len(b) && b[i] == '}' {
-		return i + 1, true, member
+		return i + 1, true
 	}
 	for {
 		if i >= len(b) || b[i] != '"' {
-			return i, false, member
+			return i, false
 		}
 		k := i
 		var ok bool
 		if i, ok = validString(b, i); !ok {
-			return i, false, member
+			return i, false
 		}
-		name := b[k+1 : i-1]
+		key := Span{k, i}
 		i = SkipSpace(b, i)
 		if i >= len(b) || b[i] != ':' {
-			return i, false, member
+			return i, false
 		}
 		v := SkipSpace(b, i+1)
-		if i, ok = validValue(b, v, depth+1); !ok {
-			return i, false, member
+		if s != nil && s.elems != nil && v < len(b) && b[v] == '[' {
+			// what validValue(b, v, depth+1) would validate, at its depth
+			i, ok = validArrayElems(b, v, depth+2, s.elemKey, s.elems)
+		} else {
+			i, ok = validValue(b, v, depth+1)
 		}
-		if !found {
-			switch {
-			case string(name) == key:
-				member, found = Span{v, i}, true
-			case bytes.IndexByte(name, '\\') >= 0:
-				member, found = Unknown, true
-			}
+		if !ok {
+			return i, false
+		}
+		if s != nil {
+			s.note(b, key, Span{v, i})
 		}
 		i = SkipSpace(b, i)
 		switch {
 		case i >= len(b):
-			return i, false, member
+			return i, false
 		case b[i] == '}':
-			return i + 1, true, member
+			return i + 1, true
 		case b[i] != ',':
-			return i, false, member
+			return i, false
 		}
 		i = SkipSpace(b, i+1)
 	}
