@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"encoding/json"
 	"unsafe"
 
 	"github.com/tidwall/gjson"
@@ -24,10 +25,10 @@ const (
 
 var memberKeys = [nMembers]string{"model", "stream", "stream_options", "return_token_ids", "top_logprobs", "logprobs"}
 
-// reqMembers are the members of a request body the proxy reads, found in
-// one walk of its top level. gjson.GetBytes walked the body once per
-// lookup, each time past the messages (tens of KB in an agent's request),
-// and the proxy makes up to seven.
+// reqMembers are the members of a request body the proxy reads, found as
+// the body is validated. gjson.GetBytes walked the body once per lookup,
+// each time past the messages (tens of KB in an agent's request), and the
+// proxy makes up to seven.
 type reqMembers struct {
 	body []byte
 	vals [nMembers]gjson.Result
@@ -38,49 +39,47 @@ type reqMembers struct {
 	close  int
 }
 
-// readMembers reads the members of body, which must be valid JSON. Bodies
-// it cannot walk plainly (not an object, an escaped key) are read by gjson,
-// one lookup per member.
-func readMembers(body []byte) *reqMembers {
+// readMembers validates body and reads its members, or reports that it is
+// not JSON. A JSON body that is not an object jsonscan accepts, or that has
+// an escaped key, is read by gjson, one lookup per member.
+func readMembers(body []byte) (*reqMembers, bool) {
+	var buf [16]jsonscan.Member
+	members, obj := jsonscan.ValidMembers(body, buf[:0])
+	// jsonscan accepts nothing encoding/json rejects (FuzzValid), so
+	// encoding/json only judges what it rejects.
+	if !obj && !jsonscan.Valid(body) && !json.Valid(body) {
+		return nil, false
+	}
 	m := &reqMembers{body: body}
-	if m.walk() {
-		return m
+	if obj && m.take(members) {
+		return m, true
 	}
 	for k := range nMembers {
 		m.vals[k] = gjson.GetBytes(body, memberKeys[k])
 	}
-	return m
+	return m, true
 }
 
-// walk fills vals from one pass over the top-level members.
-func (m *reqMembers) walk() bool {
+// take fills vals from the members of the object body, unless a key has
+// an escape (gjson compares it unescaped).
+func (m *reqMembers) take(members []jsonscan.Member) bool {
 	b := m.body
-	i := jsonscan.SkipSpace(b, 0)
-	if i >= len(b) || b[i] != '{' {
-		return false
-	}
 	var seen [nMembers]bool
-	for i = jsonscan.SkipSpace(b, i+1); i < len(b) && b[i] != '}'; {
-		if b[i] == ',' {
-			i = jsonscan.SkipSpace(b, i+1)
-		}
-		ke := jsonscan.SkipString(b, i)
-		key := b[i+1 : ke-1]
+	for _, mb := range members {
+		key := b[mb.Key.Start+1 : mb.Key.End-1]
 		if bytes.IndexByte(key, '\\') >= 0 {
 			return false
 		}
-		vs := jsonscan.SkipSpace(b, jsonscan.SkipSpace(b, ke)+1) // past the colon
-		ve := jsonscan.SkipValue(b, vs)
 		if k, ok := memberOf(key); ok && !seen[k] {
 			seen[k] = true
-			m.vals[k] = gjson.Parse(string(b[vs:ve]))
+			m.vals[k] = gjson.Parse(string(b[mb.Value.Start:mb.Value.End]))
 		}
-		i = jsonscan.SkipSpace(b, ve)
 	}
-	if i >= len(b) {
-		return false
+	end := jsonscan.SkipSpace(b, 0) + 1 // past the '{'
+	if len(members) > 0 {
+		end = members[len(members)-1].Value.End
 	}
-	m.close, m.walked = i, true // the object's '}': only space follows in valid JSON
+	m.close, m.walked = jsonscan.SkipSpace(b, end), true // the object's '}'
 	return true
 }
 

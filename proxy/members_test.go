@@ -36,9 +36,15 @@ func FuzzRequestMembers(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		if !json.Valid(body) {
+			if _, ok := readMembers(body); ok {
+				t.Fatalf("readMembers(%q) takes it for JSON", body)
+			}
 			return
 		}
-		m := readMembers(body)
+		m, ok := readMembers(body)
+		if !ok {
+			t.Fatalf("readMembers(%q) says it is not JSON", body)
+		}
 		for k := range nMembers {
 			checkMember(t, body, memberKeys[k], m.get(reqMember(k)))
 		}
@@ -49,7 +55,10 @@ func FuzzRequestMembers(f *testing.F) {
 func TestRequestMembersWalk(t *testing.T) {
 	walked := 0
 	for _, s := range memberSeeds {
-		m := readMembers([]byte(s))
+		m, ok := readMembers([]byte(s))
+		if !ok {
+			t.Fatalf("readMembers(%q) says it is not JSON", s)
+		}
 		for k := range nMembers {
 			checkMember(t, []byte(s), memberKeys[k], m.get(reqMember(k)))
 		}
@@ -62,7 +71,7 @@ func TestRequestMembersWalk(t *testing.T) {
 	if want := len(memberSeeds) - 4; walked != want {
 		t.Fatalf("walked %d seeds, want %d", walked, want)
 	}
-	m := readMembers([]byte(memberSeeds[4]))
+	m, _ := readMembers([]byte(memberSeeds[4]))
 	if got := m.get(memModel).String(); got != "outer" {
 		t.Fatalf("model = %q, want the top level's", got)
 	}
@@ -128,7 +137,7 @@ func BenchmarkPatchRequest(b *testing.B) {
 		b.SetBytes(int64(len(body)))
 		b.ReportAllocs()
 		for b.Loop() {
-			m := readMembers(body)
+			m, _ := readMembers(body)
 			_ = m.get(memModel).String()
 			var p patch
 			p.add(m, "return_token_ids", memReturnTokenIDs, "true", true)
