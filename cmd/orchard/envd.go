@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"golang.org/x/sync/errgroup"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -190,11 +189,11 @@ func (k *kubeFlags) backend(ctx context.Context, lg *slog.Logger) (envd.Backend,
 	if err != nil {
 		return nil, nil, fmt.Errorf("kubernetes config (set --kubeconfig outside a cluster): %w", err)
 	}
-	cs, err := kubernetes.NewForConfig(rc)
+	pods, err := kube.NewPods(rc)
 	if err != nil {
-		return nil, nil, fmt.Errorf("kubernetes client: %w", err)
+		return nil, nil, err
 	}
-	opts := kube.Options{Client: cs, Namespace: k.namespace, AgentImage: k.agentImage, RuntimeClass: k.runtimeClass,
+	opts := kube.Options{Pods: pods, Namespace: k.namespace, AgentImage: k.agentImage, RuntimeClass: k.runtimeClass,
 		Owner: k.owner, WarmSize: k.warmSize, Logger: lg, ExecVia: k.execVia, RESTConfig: rc}
 	if k.warmImage != "" {
 		opts.Warm = []envd.Spec{{Image: k.warmImage}}

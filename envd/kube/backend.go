@@ -18,10 +18,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
@@ -37,8 +36,8 @@ const (
 
 // Options configures a [Backend].
 type Options struct {
-	Client    kubernetes.Interface // required
-	Namespace string               // where sandbox pods live; default "orchard-sandboxes"
+	Pods      Pods   // required; NewPods makes one
+	Namespace string // where sandbox pods live; default "orchard-sandboxes"
 	// AgentImage holds a static orchard binary at /orchard; the init
 	// container copies it into each pod. Required.
 	AgentImage string
@@ -88,7 +87,7 @@ type Options struct {
 // [Backend.Start] has returned; Close stops its watch and warm-pool loop.
 type Backend struct {
 	opts     Options
-	core     corev1client.CoreV1Interface // from RESTConfig; nil without it
+	core     rest.Interface // core/v1, from RESTConfig, for pods/exec; nil without it
 	pods     cache.SharedIndexInformer
 	cancel   context.CancelFunc // set by Start
 	wg       sync.WaitGroup
@@ -121,21 +120,18 @@ func New(opts Options) (*Backend, error) {
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
-	var core corev1client.CoreV1Interface
+	var core rest.Interface
 	if opts.RESTConfig != nil {
-		var err error
-		if core, err = corev1client.NewForConfig(opts.RESTConfig); err != nil {
-			return nil, fmt.Errorf("kube backend: client for pods/exec: %w", err)
+		rc, err := coreClient(opts.RESTConfig)
+		if err != nil {
+			return nil, fmt.Errorf("kube backend: pods/exec: %w", err)
 		}
+		core = rc
 	}
 	b := &Backend{opts: opts, core: core, refillCh: make(chan struct{}, 1),
 		waiters: map[string]chan struct{}{}, sandboxes: map[string]string{}, tokens: map[string]string{},
 		warm: map[string][]string{}, pending: map[string]int{}, templates: map[string]envd.Spec{}}
-	f := informers.NewSharedInformerFactoryWithOptions(opts.Client, 0, informers.WithNamespace(opts.Namespace),
-		informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
-			lo.LabelSelector = LabelManagedBy + "=" + managedBy + "," + LabelOwner + "=" + opts.Owner
-		}))
-	b.pods = f.Core().V1().Pods().Informer()
+	b.pods = cache.NewSharedIndexInformer(b.listWatch(), &corev1.Pod{}, 0, cache.Indexers{})
 	_, _ = b.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { b.changed(obj) },
 		UpdateFunc: func(_, obj any) { b.changed(obj) },
@@ -180,13 +176,33 @@ func (b *Backend) Start(ctx context.Context) error {
 	return nil
 }
 
+// listWatch lists and watches this owner's sandbox pods.
+func (b *Backend) listWatch() *cache.ListWatch {
+	sel := b.selector()
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) {
+			lo.LabelSelector = sel
+			return b.opts.Pods.List(ctx, b.opts.Namespace, lo)
+		},
+		WatchFuncWithContext: func(ctx context.Context, lo metav1.ListOptions) (watch.Interface, error) {
+			lo.LabelSelector = sel
+			return b.opts.Pods.Watch(ctx, b.opts.Namespace, lo)
+		},
+	}
+}
+
+// selector selects the pods this backend manages: its owner's.
+func (b *Backend) selector() string {
+	return LabelManagedBy + "=" + managedBy + "," + LabelOwner + "=" + b.opts.Owner
+}
+
 func (b *Backend) runInformer(ctx context.Context) {
 	defer b.wg.Done()
 	b.pods.Run(ctx.Done())
 }
 
 func (o *Options) defaults() error {
-	if o.Client == nil {
+	if o.Pods == nil {
 		return errors.New("kube backend: no Kubernetes client")
 	}
 	if o.AgentImage == "" {
@@ -394,8 +410,7 @@ func (b *Backend) instance(name, ip, token string, agentUp bool, spec *envd.Spec
 
 // deletePod deletes a pod at once; a pod already gone is not an error.
 func (b *Backend) deletePod(ctx context.Context, name string) error {
-	zero := int64(0)
-	err := b.opts.Client.CoreV1().Pods(b.opts.Namespace).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	err := b.opts.Pods.Delete(ctx, b.opts.Namespace, name)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete pod %s: %w", name, err)
 	}

@@ -213,7 +213,7 @@ func TestKubeExecFallback(t *testing.T) {
 	ctx := context.Background()
 	port, _ := strconv.Atoi(freePort())
 	k := startKubelet(t, cs, ns, port)
-	b, err := New(Options{Client: cs, Namespace: ns, AgentImage: "ghcr.io/orchard-rl/orchard:test", AgentPort: port,
+	b, err := New(Options{Pods: podsAs(t, ""), Namespace: ns, AgentImage: "ghcr.io/orchard-rl/orchard:test", AgentPort: port,
 		ReadyTimeout: time.Minute, RESTConfig: restConfig(t, ""), AgentWait: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -333,7 +333,7 @@ func checkStream(t *testing.T, sb *client.Sandbox) {
 func TestKubeExecKill(t *testing.T) {
 	cs := needStack(t)
 	ns := newNamespace(t, cs)
-	b := newTestBackend(t, cs, ns, func(o *Options) { o.RESTConfig = restConfig(t, "") })
+	b := newTestBackend(t, podsAs(t, ""), ns, func(o *Options) { o.RESTConfig = restConfig(t, "") })
 	ctx := context.Background()
 	spec := envd.Spec{Image: "busybox", Workdir: t.TempDir()}
 	if _, err := b.Create(ctx, "sb-kill", &spec); err != nil {

@@ -32,11 +32,11 @@ import (
 )
 
 // newBackend starts a backend and a kubelet on namespace ns.
-func newTestBackend(t *testing.T, cs kubernetes.Interface, ns string, mod func(*Options)) *Backend {
+func newTestBackend(t *testing.T, pods Pods, ns string, mod func(*Options)) *Backend {
 	t.Helper()
 	port, _ := strconv.Atoi(freePort())
 	startKubelet(t, stack.cs, ns, port)
-	opts := Options{Client: cs, Namespace: ns, AgentImage: "ghcr.io/orchard-rl/orchard:test", AgentPort: port, ReadyTimeout: time.Minute}
+	opts := Options{Pods: pods, Namespace: ns, AgentImage: "ghcr.io/orchard-rl/orchard:test", AgentPort: port, ReadyTimeout: time.Minute}
 	if mod != nil {
 		mod(&opts)
 	}
@@ -64,7 +64,7 @@ func TestKubePodSpec(t *testing.T) {
 	if _, err := cs.NodeV1().RuntimeClasses().Create(ctx, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "gvisor"}, Handler: "runsc"}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	b := newTestBackend(t, cs, ns, func(o *Options) { o.RuntimeClass = "gvisor" })
+	b := newTestBackend(t, podsAs(t, ""), ns, func(o *Options) { o.RuntimeClass = "gvisor" })
 	m := envd.NewManager(envd.Options{Backend: b, BackendName: "kubernetes"})
 	ts := httptest.NewServer(envd.NewServer(envd.ServerOptions{Manager: m}))
 	defer ts.Close()
@@ -128,7 +128,7 @@ func TestKubeWarmPool(t *testing.T) {
 	ctx := context.Background()
 	changed := make(chan struct{}, 16)
 	spec := envd.Spec{Image: "busybox:1.36", Workdir: "/work"}
-	b := newTestBackend(t, cs, ns, func(o *Options) {
+	b := newTestBackend(t, podsAs(t, ""), ns, func(o *Options) {
 		o.WarmSize, o.Warm = 2, []envd.Spec{spec}
 		o.OnPoolChange = func() { changed <- struct{}{} }
 	})
@@ -166,7 +166,7 @@ func TestKubeSweep(t *testing.T) {
 	cs := needStack(t)
 	ns := newNamespace(t, cs)
 	ctx := context.Background()
-	b := newTestBackend(t, cs, ns, nil)
+	b := newTestBackend(t, podsAs(t, ""), ns, nil)
 	spec := envd.Spec{Image: "busybox:1.36", Workdir: "/work"}
 	for _, p := range []struct{ name, state, id, owner string }{
 		{"orchard-sb-old", "claimed", "sb-old", "envd"},
@@ -228,7 +228,7 @@ func TestKubeRBAC(t *testing.T) {
 	}
 	saClient := clientAs(t, tok.Status.Token)
 	spec := envd.Spec{Image: "busybox:1.36", Workdir: t.TempDir()}
-	b := newTestBackend(t, saClient, ns, func(o *Options) {
+	b := newTestBackend(t, podsAs(t, tok.Status.Token), ns, func(o *Options) {
 		o.WarmSize, o.Warm = 1, []envd.Spec{spec}
 		o.RESTConfig, o.ExecVia = restConfig(t, tok.Status.Token), ExecViaAPIServer
 	})
@@ -330,6 +330,17 @@ func clientAs(t *testing.T, tok string) *kubernetes.Clientset {
 
 // restConfig returns the test API server's config with bearer token tok,
 // or the admin's when tok is "".
+// podsAs is the Pods client of the stack's API server, as the service
+// account whose token tok is ("" for the admin).
+func podsAs(t *testing.T, tok string) Pods {
+	t.Helper()
+	p, err := NewPods(restConfig(t, tok))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 func restConfig(t *testing.T, tok string) *rest.Config {
 	t.Helper()
 	rc, err := clientcmd.BuildConfigFromFlags("", stack.kubecfg)
@@ -360,7 +371,7 @@ func TestKubeNetworkNone(t *testing.T) {
 	if got := np.Spec.PodSelector.MatchLabels[LabelNetwork]; got != "none" || len(np.Spec.Egress) != 0 {
 		t.Fatalf("policy selects %v with %d egress rules", np.Spec.PodSelector.MatchLabels, len(np.Spec.Egress))
 	}
-	b := newTestBackend(t, cs, ns, nil)
+	b := newTestBackend(t, podsAs(t, ""), ns, nil)
 	m := envd.NewManager(envd.Options{Backend: b, BackendName: "kubernetes"})
 	ts := httptest.NewServer(envd.NewServer(envd.ServerOptions{Manager: m}))
 	defer ts.Close()

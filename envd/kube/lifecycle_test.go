@@ -9,42 +9,20 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-
 	"github.com/orchard-rl/orchard/envd"
 )
 
 // failingDeletes is a client whose pod deletes fail while fail is set.
 type failingDeletes struct {
-	kubernetes.Interface
+	Pods
 	fail *atomic.Bool
 }
 
-func (c failingDeletes) CoreV1() corev1client.CoreV1Interface {
-	return failingCore{c.Interface.CoreV1(), c.fail}
-}
-
-type failingCore struct {
-	corev1client.CoreV1Interface
-	fail *atomic.Bool
-}
-
-func (c failingCore) Pods(ns string) corev1client.PodInterface {
-	return failingPods{c.CoreV1Interface.Pods(ns), c.fail}
-}
-
-type failingPods struct {
-	corev1client.PodInterface
-	fail *atomic.Bool
-}
-
-func (p failingPods) Delete(ctx context.Context, name string, o metav1.DeleteOptions) error {
+func (p failingDeletes) Delete(ctx context.Context, ns, name string) error {
 	if p.fail.Load() {
 		return errors.New("injected delete failure")
 	}
-	return p.PodInterface.Delete(ctx, name, o)
+	return p.Pods.Delete(ctx, ns, name)
 }
 
 // TestKubeLifecycle: New starts nothing, so Create and Sweep fail until
@@ -58,7 +36,7 @@ func TestKubeLifecycle(t *testing.T) {
 	var fail atomic.Bool
 	changed := make(chan struct{}, 16)
 	spec := envd.Spec{Image: "busybox:1.36", Workdir: "/work"}
-	b, err := New(Options{Client: failingDeletes{cs, &fail}, Namespace: ns, AgentImage: "ghcr.io/orchard-rl/orchard:test",
+	b, err := New(Options{Pods: failingDeletes{podsAs(t, ""), &fail}, Namespace: ns, AgentImage: "ghcr.io/orchard-rl/orchard:test",
 		AgentPort: port, ReadyTimeout: time.Minute, WarmSize: 1, Warm: []envd.Spec{spec}, OnPoolChange: func() { changed <- struct{}{} }})
 	if err != nil {
 		t.Fatal(err)

@@ -32,7 +32,7 @@ func TestKubeNetworkProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkProxyPolicy(t, np)
-	b := newTestBackend(t, cs, ns, nil)
+	b := newTestBackend(t, podsAs(t, ""), ns, nil)
 	m := envd.NewManager(envd.Options{Backend: b, BackendName: "kubernetes"})
 	ts := httptest.NewServer(envd.NewServer(envd.ServerOptions{Manager: m}))
 	defer ts.Close()

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/streaming/pkg/httpstream"
 	"k8s.io/utils/exec"
@@ -96,9 +95,8 @@ func execArgv(workdir string, req *envd.ExecRequest) ([]string, error) {
 // WebSocket (as kubectl does). A nil stdin means none. It returns nil on
 // exit 0 and an [exec.CodeExitError] for other exit codes.
 func (b *Backend) podExec(ctx context.Context, pod string, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	u := b.core.RESTClient().Post().Namespace(b.opts.Namespace).Resource("pods").Name(pod).SubResource("exec").
-		VersionedParams(&corev1.PodExecOptions{Container: container, Command: argv, Stdin: stdin != nil, Stdout: true, Stderr: true},
-			scheme.ParameterCodec).URL()
+	u := execURL(b.core, b.opts.Namespace, pod,
+		&corev1.PodExecOptions{Container: container, Command: argv, Stdin: stdin != nil, Stdout: true, Stderr: true})
 	ws, err := remotecommand.NewWebSocketExecutor(b.opts.RESTConfig, http.MethodGet, u.String())
 	if err != nil {
 		return fmt.Errorf("pods/exec over websocket: %w", err)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/orchard-rl/orchard/envd"
 )
@@ -41,7 +40,7 @@ func (b *Backend) Create(ctx context.Context, id string, spec *envd.Spec) (*envd
 	token := randomHex(16)
 	pod := b.podFor(name, token, key, spec)
 	pod.Labels[LabelState], pod.Labels[LabelSandbox] = "claimed", id
-	if _, err := b.opts.Client.CoreV1().Pods(b.opts.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+	if err := b.opts.Pods.Create(ctx, b.opts.Namespace, pod); err != nil {
 		return nil, fmt.Errorf("%w: create pod %s: %w", envd.ErrUpstream, name, err)
 	}
 	b.mu.Lock()
@@ -77,7 +76,7 @@ func (b *Backend) claim(ctx context.Context, id, key string, spec *envd.Spec) (*
 			_ = b.deletePod(ctx, name) // went bad while warm; try the next one
 			continue
 		}
-		_, err := b.opts.Client.CoreV1().Pods(b.opts.Namespace).Patch(ctx, name, types.MergePatchType, claimPatch(id), metav1.PatchOptions{})
+		err := b.opts.Pods.Patch(ctx, b.opts.Namespace, name, claimPatch(id))
 		if err != nil {
 			_ = b.deletePod(ctx, name)
 			return nil, fmt.Errorf("%w: claim pod %s: %w", envd.ErrUpstream, name, err)
@@ -110,8 +109,7 @@ func (b *Backend) Sweep(ctx context.Context, keep func(string) bool) (int, error
 	if b.state.Load() != started {
 		return 0, errNotStarted
 	}
-	sel := LabelManagedBy + "=" + managedBy + "," + LabelOwner + "=" + b.opts.Owner
-	list, err := b.opts.Client.CoreV1().Pods(b.opts.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	list, err := b.opts.Pods.List(ctx, b.opts.Namespace, metav1.ListOptions{LabelSelector: b.selector()})
 	if err != nil {
 		return 0, fmt.Errorf("list sandbox pods: %w", err)
 	}
@@ -212,7 +210,7 @@ func (b *Backend) warmOne(ctx context.Context, key string) {
 	b.mu.Lock()
 	b.tokens[name] = token
 	b.mu.Unlock()
-	if _, err := b.opts.Client.CoreV1().Pods(b.opts.Namespace).Create(ctx, b.podFor(name, token, key, &spec), metav1.CreateOptions{}); err != nil {
+	if err := b.opts.Pods.Create(ctx, b.opts.Namespace, b.podFor(name, token, key, &spec)); err != nil {
 		if ctx.Err() == nil {
 			b.opts.Logger.Warn("create warm pod", "template", key, "err", err)
 		}

@@ -5,6 +5,7 @@ import (
 	"go/token"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -164,5 +165,36 @@ func moduleRoot(t *testing.T) string {
 			t.Fatal("no go.mod above the test's directory")
 		}
 		dir = parent
+	}
+}
+
+// heavy lists packages no orchard binary may link, with why.
+var heavy = map[string]string{
+	// Its scheme registers every API group of Kubernetes; initialising it
+	// kept about 15 MB of every orchard process resident (the proxy's
+	// included) and doubled the binary, for a backend that only touches
+	// pods (envd/kube reaches them through a core/v1 REST client).
+	"k8s.io/client-go/kubernetes/scheme": "the generated clientset's scheme (use a core/v1 REST client, as envd/kube does)",
+	"k8s.io/client-go/informers":         "the generated informer factory (use cache.NewSharedIndexInformer over a ListWatch)",
+}
+
+func TestBinariesLeaveOutHeavyPackages(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command")
+	}
+	cmd := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", "./cmd/...", "./envd/agent/cmd/...")
+	cmd.Dir = moduleRoot(t)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if !slices.Contains(deps, "k8s.io/client-go/rest") {
+		t.Fatalf("go list -deps named %d packages, none of them k8s.io/client-go/rest: the check would prove nothing", len(deps))
+	}
+	for _, d := range deps {
+		if why, ok := heavy[d]; ok {
+			t.Errorf("a binary links %s: %s", d, why)
+		}
 	}
 }
