@@ -1,8 +1,11 @@
 package lineage
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -151,6 +154,60 @@ func BenchmarkExtract(b *testing.B) {
 		b.Run(mode.name, func(b *testing.B) {
 			var in seqInput[uint64]
 			x := extractor{in: &in, memo: make(map[uint64]uint64), gjsonOnly: mode.gjsonOnly}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				c := calls[i%len(calls)]
+				in.reset()
+				x.extract(c.API, c.Request, c.Response)
+				i++
+			}
+		})
+	}
+}
+
+// BenchmarkExtractHarness measures the message-level extraction of the
+// real harness requests in testdata/harness-requests (18-64 KB of tool
+// schemas with every call), per call, with the memo of their episode
+// kept as the tracker keeps it.
+func BenchmarkExtractHarness(b *testing.B) {
+	files, err := filepath.Glob("../../testdata/harness-requests/*.jsonl")
+	if err != nil || len(files) == 0 {
+		b.Fatalf("no harness requests: %v", err)
+	}
+	for _, f := range files {
+		var calls []*recorder.Call
+		data, err := os.ReadFile(f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for line := range bytes.Lines(data) {
+			var l struct {
+				Path string          `json:"path"`
+				Body json.RawMessage `json:"body"`
+			}
+			if json.Unmarshal(line, &l) != nil || len(l.Body) == 0 {
+				continue
+			}
+			var api recorder.API
+			switch {
+			case strings.HasSuffix(l.Path, "/chat/completions"):
+				api = recorder.APIChatCompletions
+			case strings.HasSuffix(l.Path, "/responses"):
+				api = recorder.APIResponses
+			case strings.HasSuffix(l.Path, "/messages"):
+				api = recorder.APIMessages
+			default:
+				continue
+			}
+			calls = append(calls, &recorder.Call{API: api, Request: l.Body, Checked: true})
+		}
+		if len(calls) == 0 {
+			continue
+		}
+		b.Run(strings.TrimSuffix(filepath.Base(f), ".jsonl"), func(b *testing.B) {
+			var in seqInput[uint64]
+			x := extractor{in: &in, memo: make(map[uint64]uint64), checked: true}
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {

@@ -1,6 +1,7 @@
 package lineage
 
 import (
+	"encoding/binary"
 	"hash/maphash"
 	"unsafe"
 
@@ -50,6 +51,30 @@ func (x *extractor) unit(m gjson.Result, f func(gjson.Result) uint64) uint64 {
 		clear(x.memo)
 	}
 	u := f(m)
+	x.memo[k] = u
+	return u
+}
+
+// header returns f(), the unit of what a request keeps outside its
+// messages (a and b: tools and functions, tools and instructions, tools and
+// system), from the memo when the same bytes were seen before: agents send
+// the same tool schemas with every call of an episode.
+func (x *extractor) header(a, b gjson.Result, f func() uint64) uint64 {
+	var h maphash.Hash
+	h.SetSeed(seed)
+	var n [8]byte
+	binary.LittleEndian.PutUint64(n[:], uint64(len(a.Raw)))
+	h.Write(n[:]) // the length keeps (a, b) apart from (a+b[:k], b[k:])
+	h.WriteString(a.Raw)
+	h.WriteString(b.Raw)
+	k := h.Sum64()
+	if u, ok := x.memo[k]; ok {
+		return u
+	}
+	if len(x.memo) >= maxMemo {
+		clear(x.memo)
+	}
+	u := f()
 	x.memo[k] = u
 	return u
 }
@@ -157,10 +182,12 @@ func (in *seqInput[E]) add(u E, size int) {
 
 func (x *extractor) chat(q request, resp []byte, out gjson.Result) {
 	in := x.in
-	h := newHasher("chat")
-	h.value(q.tools, 0)
-	h.value(q.functions, 0)
-	in.add(h.sum(), len(q.tools.Raw))
+	in.add(x.header(q.tools, q.functions, func() uint64 {
+		h := newHasher("chat")
+		h.value(q.tools, 0)
+		h.value(q.functions, 0)
+		return h.sum()
+	}), len(q.tools.Raw))
 	in.sys = 1
 	leading := true
 	elems(q.messages, q.valid, func(m gjson.Result) {
@@ -266,10 +293,12 @@ const skipUnit = 0
 
 func (x *extractor) responses(q request, out gjson.Result) {
 	in := x.in
-	h := newHasher("responses")
-	h.value(q.tools, 0)
-	h.content(q.instructions, 0)
-	in.add(h.sum(), len(q.tools.Raw)+len(q.instructions.Raw))
+	in.add(x.header(q.tools, q.instructions, func() uint64 {
+		h := newHasher("responses")
+		h.value(q.tools, 0)
+		h.content(q.instructions, 0)
+		return h.sum()
+	}), len(q.tools.Raw)+len(q.instructions.Raw))
 	in.sys = 1
 	input := q.input
 	if input.Type == gjson.String {
@@ -342,10 +371,12 @@ func responsesMessage(role string, content gjson.Result) uint64 {
 
 func (x *extractor) anthropic(q request, out gjson.Result) {
 	in := x.in
-	h := newHasher("messages")
-	h.value(q.tools, 0)
-	h.content(q.system, 0)
-	in.add(h.sum(), len(q.tools.Raw)+len(q.system.Raw))
+	in.add(x.header(q.tools, q.system, func() uint64 {
+		h := newHasher("messages")
+		h.value(q.tools, 0)
+		h.content(q.system, 0)
+		return h.sum()
+	}), len(q.tools.Raw)+len(q.system.Raw))
 	in.sys = 1
 	elems(q.messages, q.valid, func(m gjson.Result) {
 		in.add(x.unit(m, anthropicRequestMessage), len(m.Raw))

@@ -86,3 +86,58 @@ func sharesMemory(sub, b []byte) bool {
 	}
 	return false
 }
+
+// TestHeaderMemo: the header unit (tools and what else a request keeps
+// outside its messages) comes from the memo for the same bytes, and
+// differs when any of its parts differs, or when bytes move from one part
+// to the other.
+func TestHeaderMemo(t *testing.T) {
+	msgs := `"messages":[{"role":"user","content":"hi"}]`
+	tests := []struct {
+		api recorder.API
+		req string
+	}{
+		{recorder.APIChatCompletions, `{"tools":[{"type":"function","function":{"name":"a"}}],` + msgs + `}`},
+		{recorder.APIChatCompletions, `{"tools":[{"type":"function","function":{"name":"b"}}],` + msgs + `}`},
+		{recorder.APIChatCompletions, `{"tools":[{"type":"function","function":{"name":"a"}}],"functions":[{"name":"f"}],` + msgs + `}`},
+		{recorder.APIMessages, `{"tools":[{"name":"a"}],"system":"s",` + msgs + `}`},
+		{recorder.APIMessages, `{"tools":[{"name":"a"}],"system":"t",` + msgs + `}`},
+		{recorder.APIResponses, `{"tools":[{"type":"function","name":"a"}],"instructions":"s","input":"hi"}`},
+		{recorder.APIResponses, `{"tools":[{"type":"function","name":"a"}],"instructions":"ss","input":"hi"}`},
+	}
+	seen := map[uint64]int{}
+	for i, tc := range tests {
+		var in seqInput[uint64]
+		x := extractor{in: &in, memo: map[uint64]uint64{}}
+		var want uint64
+		memoWant := 2 // the header and the one message
+		if tc.api == recorder.APIResponses {
+			memoWant = 1 // a string input is not memoised
+		}
+		for round := range 2 {
+			in.reset()
+			if _, ok := x.extract(tc.api, []byte(tc.req), nil); !ok || len(in.prompt) == 0 {
+				t.Fatalf("%d: extract failed", i)
+			}
+			if len(x.memo) != memoWant {
+				t.Errorf("%d round %d: %d memo entries, want %d", i, round, len(x.memo), memoWant)
+			}
+			fresh := extractor{in: &seqInput[uint64]{}, memo: map[uint64]uint64{}, gjsonOnly: true}
+			fresh.extract(tc.api, []byte(tc.req), nil)
+			if in.prompt[0] != fresh.in.prompt[0] {
+				t.Errorf("%d round %d: header %x, want %x as computed afresh", i, round, in.prompt[0], fresh.in.prompt[0])
+			}
+			if round == 0 {
+				want = in.prompt[0]
+				continue
+			}
+			if in.prompt[0] != want {
+				t.Errorf("%d: the second extract changed the header (%x, %x)", i, want, in.prompt[0])
+			}
+		}
+		if j, dup := seen[want]; dup {
+			t.Errorf("requests %d and %d have the same header unit", j, i)
+		}
+		seen[want] = i
+	}
+}
