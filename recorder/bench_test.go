@@ -1,6 +1,9 @@
 package recorder
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // BenchmarkEncode measures the store's per-call work on a vLLM chat
 // episode (30 turns, prompts of 2,000 to 6,350 ids): Encode and Pack of
@@ -22,6 +25,26 @@ func BenchmarkEncode(b *testing.B) {
 			}
 		}
 	})
+	for name, calls := range fixtureEpisodes(b) {
+		// The captured requests of a real harness (18-64 KB of tool
+		// schemas with every call), sent again and again in one episode,
+		// reported per call: what a call that repeats what its episode
+		// has stored costs, its hashing and cutting included.
+		b.Run("harness="+strings.TrimSuffix(name, ".jsonl"), func(b *testing.B) {
+			b.ReportAllocs()
+			var buf []byte
+			e := NewEpisodeEncoder(true)
+			i := 0
+			for b.Loop() {
+				d, blocks, err := e.Encode(calls[i%len(calls)])
+				if err != nil {
+					b.Fatal(err)
+				}
+				buf = Pack(buf[:0], d, blocks)
+				i++
+			}
+		})
+	}
 	b.Run("spill", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {

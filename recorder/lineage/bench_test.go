@@ -151,18 +151,7 @@ func BenchmarkExtract(b *testing.B) {
 		name      string
 		gjsonOnly bool
 	}{{"jsonscan", false}, {"gjson", true}} {
-		b.Run(mode.name, func(b *testing.B) {
-			var in seqInput[uint64]
-			x := extractor{in: &in, memo: make(map[uint64]uint64), gjsonOnly: mode.gjsonOnly}
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				c := calls[i%len(calls)]
-				in.reset()
-				x.extract(c.API, c.Request, c.Response)
-				i++
-			}
-		})
+		b.Run(mode.name, func(b *testing.B) { benchExtract(b, calls, mode.gjsonOnly, false) })
 	}
 }
 
@@ -205,17 +194,21 @@ func BenchmarkExtractHarness(b *testing.B) {
 		if len(calls) == 0 {
 			continue
 		}
-		b.Run(strings.TrimSuffix(filepath.Base(f), ".jsonl"), func(b *testing.B) {
-			var in seqInput[uint64]
-			x := extractor{in: &in, memo: make(map[uint64]uint64), checked: true}
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				c := calls[i%len(calls)]
-				in.reset()
-				x.extract(c.API, c.Request, c.Response)
-				i++
-			}
-		})
+		b.Run(strings.TrimSuffix(filepath.Base(f), ".jsonl"), func(b *testing.B) { benchExtract(b, calls, false, true) })
+	}
+}
+
+// benchExtract extracts calls in turn, with one memo, as an episode's
+// tracker does.
+func benchExtract(b *testing.B, calls []*recorder.Call, gjsonOnly, checked bool) {
+	var in seqInput[uint64]
+	x := extractor{in: &in, memo: make(map[uint64]uint64), gjsonOnly: gjsonOnly, checked: checked}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		c := calls[i%len(calls)]
+		in.reset()
+		x.extract(c.API, c.Request, c.Response)
+		i++
 	}
 }

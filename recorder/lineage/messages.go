@@ -79,6 +79,17 @@ func (x *extractor) header(a, b gjson.Result, f func() uint64) uint64 {
 	return u
 }
 
+// toolsAndText is the header of an API that keeps tools and a text beside
+// its messages (the instructions of "responses", the system of "messages").
+func (x *extractor) toolsAndText(api string, tools, text gjson.Result) uint64 {
+	return x.header(tools, text, func() uint64 {
+		h := newHasher(api)
+		h.value(tools, 0)
+		h.content(text, 0)
+		return h.sum()
+	})
+}
+
 // request holds the top-level fields of a request body that classification
 // reads, found in one pass over the document.
 type request struct {
@@ -293,12 +304,7 @@ const skipUnit = 0
 
 func (x *extractor) responses(q request, out gjson.Result) {
 	in := x.in
-	in.add(x.header(q.tools, q.instructions, func() uint64 {
-		h := newHasher("responses")
-		h.value(q.tools, 0)
-		h.content(q.instructions, 0)
-		return h.sum()
-	}), len(q.tools.Raw)+len(q.instructions.Raw))
+	in.add(x.toolsAndText("responses", q.tools, q.instructions), len(q.tools.Raw)+len(q.instructions.Raw))
 	in.sys = 1
 	input := q.input
 	if input.Type == gjson.String {
@@ -371,12 +377,7 @@ func responsesMessage(role string, content gjson.Result) uint64 {
 
 func (x *extractor) anthropic(q request, out gjson.Result) {
 	in := x.in
-	in.add(x.header(q.tools, q.system, func() uint64 {
-		h := newHasher("messages")
-		h.value(q.tools, 0)
-		h.content(q.system, 0)
-		return h.sum()
-	}), len(q.tools.Raw)+len(q.system.Raw))
+	in.add(x.toolsAndText("messages", q.tools, q.system), len(q.tools.Raw)+len(q.system.Raw))
 	in.sys = 1
 	elems(q.messages, q.valid, func(m gjson.Result) {
 		in.add(x.unit(m, anthropicRequestMessage), len(m.Raw))
