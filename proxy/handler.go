@@ -273,13 +273,13 @@ func newTransport() *http.Transport {
 }
 
 // upstreamReadBuffer is the size of the buffer each upstream connection
-// reads through, and of the stripper's reads from it. When the proxy falls
-// behind a fast stream, one read takes every event already received, and
-// one write hands them to the client: with Go's default of 4 KiB (about
-// ten 400-byte events with logprobs) a backlog cost a read syscall, and a
-// write, per few events. 32 KiB cut the proxy's CPU per request by 2-11%
-// (docs/benchmarks.md), for 28 KiB more per open upstream connection and
-// per stream being stripped.
+// reads through, and of the ReverseProxy's copy buffers (copyBufs), which
+// the stripper reads into. When the proxy falls behind a fast stream, one
+// read takes every event already received, and one write hands them to
+// the client: with Go's default of 4 KiB (about ten 400-byte events with
+// logprobs) a backlog cost a read syscall, and a write, per few events. 32
+// KiB cut the proxy's CPU per request by 2-11% (docs/benchmarks.md), for
+// 28 KiB more per open upstream connection.
 const upstreamReadBuffer = 32 << 10
 
 // slogWriter sends the ReverseProxy's internal log lines to slog.
@@ -293,7 +293,7 @@ func (s slogWriter) Write(p []byte) (int, error) {
 // bufferPool recycles the ReverseProxy's copy buffers.
 type bufferPool struct{}
 
-var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, upstreamReadBuffer); return &b }}
 
 func (bufferPool) Get() []byte  { return *copyBufs.Get().(*[]byte) }
 func (bufferPool) Put(b []byte) { copyBufs.Put(&b) }

@@ -51,11 +51,17 @@ func (s stripRules) any() bool { return s.usage || len(s.fields) > 0 }
 // change pass through as the exact bytes received; only events that carry
 // an injected field are re-serialised. If an event grows past the framer's
 // limit it gives up and passes the rest through untouched.
+//
+// It reads the upstream into its caller's buffer (the ReverseProxy's 32
+// KiB) and frames the events there, in place: the framer keeps only an
+// event split between two reads, and the stripper holds no read buffer of
+// its own, so a stream costs one output buffer, not three buffers of a
+// read's size.
 type stripper struct {
 	src   io.ReadCloser
 	rules stripRules
 	f     *sse.Framer
-	buf   []byte
+	buf   []byte // read buffer, only for callers whose buffer is small
 	out   []byte
 	off   int
 	err   error
@@ -77,8 +83,14 @@ type stripper struct {
 // strippers recycles a stripper's buffers (read buffer, output, framer)
 // across streams.
 var strippers = sync.Pool{New: func() any {
-	return &stripper{f: sse.NewFramer(0), buf: make([]byte, upstreamReadBuffer), out: make([]byte, 0, 8<<10)}
+	return &stripper{f: sse.NewFramer(0), out: make([]byte, 0, 8<<10)}
 }}
+
+// minStripRead is the smallest caller buffer the stripper reads into; a
+// caller with a smaller one gets reads of this size through the
+// stripper's own buffer, so that it does not read the upstream a few bytes
+// at a time.
+const minStripRead = 4 << 10
 
 func newStripper(src io.ReadCloser, r stripRules, asm *assemble.Streamer) *stripper {
 	s := strippers.Get().(*stripper)
@@ -92,9 +104,10 @@ func (s *stripper) Read(p []byte) (int, error) {
 			return 0, s.err
 		}
 		s.out, s.off = s.out[:0], 0
-		n, err := s.src.Read(s.buf)
+		buf := s.readBuf(p)
+		n, err := s.src.Read(buf)
 		if n > 0 {
-			s.feed(s.buf[:n])
+			s.feed(buf[:n])
 		}
 		if err != nil {
 			if !s.pass {
@@ -116,28 +129,43 @@ func (s *stripper) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// readBuf is the buffer the next upstream read goes into: the caller's,
+// which is free until the stripped output is copied into it, when it is
+// big enough.
+func (s *stripper) readBuf(p []byte) []byte {
+	if len(p) >= minStripRead {
+		return p
+	}
+	if s.buf == nil {
+		s.buf = make([]byte, minStripRead)
+	}
+	return s.buf
+}
+
+// feed frames p and strips its events into s.out. The events are framed in
+// p where they are whole, so nothing may keep them past the call.
 func (s *stripper) feed(p []byte) {
 	if s.pass {
 		s.out = append(s.out, p...)
 		s.assemble(p)
 		return
 	}
-	if _, err := s.f.Write(p); err != nil {
+	unfed, err := s.f.Feed(p, s.emit)
+	if err != nil {
 		s.pass = true
 		if s.gaveUp != nil {
 			*s.gaveUp = true
 		}
 		rest := s.f.Rest()
 		s.out = append(s.out, rest...)
-		s.out = append(s.out, p...)
+		s.out = append(s.out, unfed...)
 		s.assemble(rest)
-		s.assemble(p)
-		return
-	}
-	for ev := s.f.Next(); ev != nil; ev = s.f.Next() {
-		s.out = s.event(s.out, ev)
+		s.assemble(unfed)
 	}
 }
+
+// emit strips one framed event into s.out.
+func (s *stripper) emit(ev []byte) { s.out = s.event(s.out, ev) }
 
 // Close closes the upstream body and recycles the stripper; the
 // ReverseProxy reads nothing after Close.

@@ -245,3 +245,69 @@ func TestStripperFeedsAssembler(t *testing.T) {
 		}
 	}
 }
+
+// TestStripperCallerBuffers reads stripped streams with buffers of every
+// kind of size, as the ReverseProxy (32 KiB) and other callers do: the
+// stripper reads the upstream into the caller's buffer when it is big
+// enough and frames the events there, so the output must equal the
+// event-by-event reference whatever the buffer, and the assembly must not
+// depend on bytes the caller overwrites after each read.
+func TestStripperCallerBuffers(t *testing.T) {
+	t.Parallel()
+	rules := stripRules{usage: true, fields: []assemble.Unseen{{Name: "prompt_token_ids"}, {Name: "token_ids", PerChoice: true}, {Name: "logprobs", PerChoice: true}}}
+	sizes := []int{1, 100, minStripRead - 1, minStripRead, 5000, 32 << 10}
+	r := rand.New(rand.NewPCG(17, 19))
+	for n := range 240 {
+		var body []byte
+		for range 1 + r.IntN(40) {
+			body = append(body, genStream(r)...)
+		}
+		var want []byte
+		for _, ev := range splitEvents(body) {
+			want = rules.apply(want, ev)
+		}
+		var src io.Reader = bytes.NewReader(body) // fills the caller's buffer
+		if n%2 == 1 {
+			src = &pieceReader{b: body, r: r}
+		}
+		asm, err := assemble.NewStreamer(recorder.APIChatCompletions)
+		if err != nil {
+			t.Fatal(err)
+		}
+		asm.Hide(rules.fields)
+		s := newStripper(io.NopCloser(src), rules, asm)
+		size := sizes[n%len(sizes)]
+		got := readClobbering(t, s, size)
+		s.Close()
+		if !bytes.Equal(got, want) {
+			t.Fatalf("case %d, %d-byte reads:\n%q\nwant\n%q", n, size, got, want)
+		}
+		ref, _ := assemble.NewStreamer(recorder.APIChatCompletions)
+		ref.Hide(rules.fields)
+		ref.Write(body)
+		if a, b := asm.Result(), ref.Result(); !reflect.DeepEqual(a, b) {
+			t.Fatalf("case %d, %d-byte reads: assembled\n%+v\nfrom the bytes:\n%+v", n, size, a, b)
+		}
+	}
+}
+
+// readClobbering reads r to the end through one buffer of the given size,
+// overwriting it after each read as a caller reusing it would.
+func readClobbering(t *testing.T, r io.Reader, size int) []byte {
+	t.Helper()
+	buf := make([]byte, size)
+	var out []byte
+	for {
+		n, err := r.Read(buf)
+		out = append(out, buf[:n]...)
+		for i := range buf {
+			buf[i] = 'X'
+		}
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -62,17 +62,19 @@ func (f *Framer) Write(p []byte) (int, error) {
 // complete event. When nothing is pending it frames p in place, so events
 // that arrive whole (the usual case: one event per upstream write) are
 // never copied; only an unterminated tail is kept. The slices passed to fn
-// are valid only during the call. Errors are Write's.
-func (f *Framer) Feed(p []byte, fn func(ev []byte)) error {
+// are valid only during the call. Errors are Write's; with one, Feed
+// returns the bytes of p it did not take (it keeps nothing of them), which
+// follow Rest's in the stream.
+func (f *Framer) Feed(p []byte, fn func(ev []byte)) ([]byte, error) {
 	// Finish a pending event by copying p a little at a time, so the buffer
 	// stays about one event long whatever the size of p.
 	for f.Buffered() > 0 {
 		if len(p) == 0 {
-			return nil
+			return nil, nil
 		}
 		k := min(len(p), feedStep)
 		if _, err := f.Write(p[:k]); err != nil {
-			return err
+			return p, err
 		}
 		p = p[k:]
 		for ev := f.Next(); ev != nil; ev = f.Next() {
@@ -88,10 +90,10 @@ func (f *Framer) Feed(p []byte, fn func(ev []byte)) error {
 	if rest := p[in.start:]; len(rest) > 0 {
 		f.buf, f.start, f.scan, f.lineS = f.buf[:0], 0, 0, true
 		if _, err := f.Write(rest); err != nil {
-			return err
+			return rest, err
 		}
 	}
-	return nil
+	return nil, nil
 }
 
 // feedStep is how many bytes Feed copies at a time to complete an event.

@@ -112,7 +112,7 @@ func frame(t testing.TB, in []byte, cut int, feed bool) ([]wantEv, []byte) {
 			// Feed may frame part in place: hand it a copy that is
 			// clobbered afterwards, so an event kept past fn would show.
 			cp := bytes.Clone(part)
-			if err := f.Feed(cp, func(ev []byte) { take(bytes.Clone(ev)) }); err != nil {
+			if _, err := f.Feed(cp, func(ev []byte) { take(bytes.Clone(ev)) }); err != nil {
 				t.Fatal(err)
 			}
 			for i := range cp {
@@ -150,6 +150,35 @@ func TestFramerTooLarge(t *testing.T) {
 	}
 	if got := string(f.Next()); got != "data: 12\n\n" {
 		t.Fatalf("Next() = %q", got)
+	}
+}
+
+// TestFeedTooLarge checks that a refused Feed hands back what it did not
+// take, so that the events it passed on, Rest and those bytes are the
+// stream, in order and exactly once: whether the event that outgrew the
+// limit was pending before the call or began in p.
+func TestFeedTooLarge(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, pending, p, events, rest, unfed string
+	}{
+		{"pending", "data: 1", "23456789\n\n", "", "data: 1", "23456789\n\n"},
+		{"in p", "", "data: a\n\ndata: 123456789", "data: a\n\n", "", "data: 123456789"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := NewFramer(12)
+			if _, err := f.Feed([]byte(tc.pending), func([]byte) { t.Fatal("an event before the refusal") }); err != nil {
+				t.Fatal(err)
+			}
+			var events []byte
+			unfed, err := f.Feed([]byte(tc.p), func(ev []byte) { events = append(events, ev...) })
+			if !errors.Is(err, ErrTooLarge) {
+				t.Fatalf("Feed error = %v, want ErrTooLarge", err)
+			}
+			if rest := f.Rest(); string(events) != tc.events || string(rest) != tc.rest || string(unfed) != tc.unfed {
+				t.Fatalf("events %q, Rest %q, not taken %q; want %q, %q, %q", events, rest, unfed, tc.events, tc.rest, tc.unfed)
+			}
+		})
 	}
 }
 

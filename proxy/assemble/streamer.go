@@ -117,7 +117,7 @@ func oneDataLine(raw, data []byte) bool {
 }
 
 func (s *Streamer) frame(p []byte) {
-	s.f.Feed(p, s.event) // cannot fail: the limit is the address space
+	_, _ = s.f.Feed(p, s.event) // cannot fail: the limit is the address space
 }
 
 var bom = []byte{0xEF, 0xBB, 0xBF}
