@@ -298,7 +298,7 @@ func (e *EpisodeEncoder) remember(id string, d *doc, t *Tokens, mm metaMap, base
 	if !e.dedup {
 		return
 	}
-	r := &callRefs{req: arrayRefs(d.req.split.fields), resp: arrayRefs(d.resp.split.fields), meta: mm,
+	r := &callRefs{req: arrayRefs(d.req.split.fields), resp: arrayRefs(d.resp.split.fields), meta: mm.kept(),
 		layouts: [2][]byte{d.req.layout, respLayout(d.resp.layout)}}
 	if t != nil {
 		r.toks = append(extendToks(base, d.tokPrefix, t.PromptIDs[d.tokPrefix:]), t.CompletionIDs...)

@@ -93,6 +93,43 @@ func parseOwnMeta(meta []byte) (metaMap, error) {
 	return m, nil
 }
 
+// metaTokens is the metadata key of a call's completion token ids and
+// logprobs: kilobytes per call, and never the same from one call to the
+// next.
+const metaTokens = "tokens"
+
+// kept returns m as an encoder keeps it for later calls to delta against.
+// A call with tokens gets its keys and values copied into one buffer of
+// their own (m's alias the call's whole marshalled metadata, which would
+// stay reachable through them), except the token value, kept as "", which
+// equals no JSON value, so that a later call always sets its own tokens
+// rather than repeat a kilobytes-long value only to compare it. A call
+// without tokens keeps m: its metadata is about the size of the copy.
+func (m metaMap) kept() metaMap {
+	if _, ok := m[metaTokens]; !ok {
+		return m
+	}
+	n := 0
+	for k, v := range m {
+		n += len(k)
+		if k != metaTokens {
+			n += len(v)
+		}
+	}
+	buf := make([]byte, 0, n) // never grows: the strings below stay valid
+	out := make(metaMap, len(m))
+	for k, v := range m {
+		if k == metaTokens {
+			v = ""
+		}
+		at := len(buf)
+		buf = append(append(buf, k...), v...)
+		s := unsafe.String(unsafe.SliceData(buf[at:]), len(k)+len(v))
+		out[s[:len(k)]] = s[len(k):]
+	}
+	return out
+}
+
 // diff returns the entries of m that base lacks or holds differently, and
 // the keys of base that m lacks, both sorted.
 func (m metaMap) diff(base metaMap) (set []string, del []string) {
