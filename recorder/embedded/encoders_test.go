@@ -90,8 +90,12 @@ func TestEncoderBytesBound(t *testing.T) {
 	})
 }
 
-// TestFinishDropsEncoder: storing an episode as finished drops its encoder
-// and its bytes from the sum, and only its; a running episode's stays.
+// TestFinishDropsEncoder: storing an episode as finished keeps its encoder
+// for the calls still on their way (a rollout finishes as soon as its last
+// response arrived, before that call's record is written), so the late call
+// is encoded without a rebuild; once recorder.FinishGrace calls have been
+// written since the finish, the encoder and its bytes go, and only its; a
+// running episode's stays.
 func TestFinishDropsEncoder(t *testing.T) {
 	s, err := Open(t.TempDir(), Options{NoSync: true})
 	if err != nil {
@@ -99,21 +103,41 @@ func TestFinishDropsEncoder(t *testing.T) {
 	}
 	defer s.Close()
 	ctx := context.Background()
-	storetest.Write(t, s, storetest.ChatEpisode("a", 2, 500)...)
+	a := storetest.ChatEpisode("a", 3, 500)
+	storetest.Write(t, s, a[:2]...)
 	storetest.Write(t, s, storetest.ChatEpisode("b", 2, 500)...)
 	if err := s.PutEpisode(ctx, &recorder.Episode{ID: "b", Status: recorder.StatusRunning}); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(s.encoders); n != 2 {
-		t.Fatalf("%d encoders after two episodes, one given running metadata; want 2", n)
-	}
 	if err := s.PutEpisode(ctx, &recorder.Episode{ID: "a", Status: recorder.StatusSuccess}); err != nil {
 		t.Fatal(err)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.encoders["a"] != nil || len(s.encoders) != 1 || s.encoderSum != s.encoderSize["b"] || s.encoderSum == 0 {
-		t.Fatalf("after a's finish: %d encoders (a's kept: %v), sum %d; want only b's (%d)",
-			len(s.encoders), s.encoders["a"] != nil, s.encoderSum, s.encoderSize["b"])
+	enc := s.encoders["a"]
+	storetest.Write(t, s, a[2]) // the late call
+	if enc == nil || s.encoders["a"] != enc {
+		t.Fatalf("a's late call: encoder %p before, %p after; want the same one, not rebuilt", enc, s.encoders["a"])
 	}
+	for i := range recorder.FinishGrace - 2 { // with the late call, one short of the grace
+		storetest.Write(t, s, storetest.ChatEpisode(fmt.Sprintf("c%d", i), 1, 100)...)
+	}
+	if s.encoders["a"] != enc {
+		t.Fatalf("a's encoder gone %d calls after its finish, before the grace of %d", recorder.FinishGrace-1, recorder.FinishGrace)
+	}
+	storetest.Write(t, s, storetest.ChatEpisode("last", 1, 100)...)
+	s.mu.Lock()
+	sum := 0
+	for ep := range s.encoders {
+		sum += s.encoderSize[ep]
+	}
+	keptA, keptB, counted, waiting := s.encoders["a"] != nil, s.encoders["b"] != nil, s.encoderSum, s.finished.Len()
+	s.mu.Unlock()
+	if keptA || !keptB || counted != sum || waiting != 0 {
+		t.Fatalf("after the grace: a's kept %v, b's %v, sum %d of %d counted, %d finished waiting; want b's only, sums equal, none waiting",
+			keptA, keptB, counted, sum, waiting)
+	}
+	got, err := s.Calls(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.AssertCalls(t, got, a)
 }

@@ -76,7 +76,8 @@ type Store struct {
 	encoderTick uint64
 	encoderSize map[string]int // episode -> its encoder's Bytes after its last write
 	encoderSum  int            // of encoderSize
-	broken      error          // sticky write failure: the log tail may be inconsistent
+	finished    recorder.FinishedEncoders
+	broken      error // sticky write failure: the log tail may be inconsistent
 	damage      Damage
 	closed      bool
 }

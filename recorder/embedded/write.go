@@ -87,6 +87,7 @@ func (s *Store) writeCallsLocked(calls []*recorder.Call) (int64, error) {
 		return pos, err
 	}
 	s.sizeEncodersLocked(touched)
+	s.finished.Wrote(len(packs), s.forgetEncoderLocked)
 	return pos, nil
 }
 
@@ -145,8 +146,10 @@ func (s *Store) dropEncoders(eps map[string]bool) {
 
 // PutEpisode creates or replaces an episode's metadata. A zero CreatedAt
 // is set to now and an empty Status to "running" in what is stored. An
-// episode stored as finished lets go of its dedup encoder: its calls are
-// over, and one written after the finish rebuilds it from the stored calls.
+// episode stored as finished lets go of its dedup encoder once
+// [recorder.FinishGrace] more calls are written: its calls are over but
+// for those still on their way, and one written later rebuilds it from the
+// stored calls.
 func (s *Store) PutEpisode(ctx context.Context, ep *recorder.Episode) error {
 	p, err := episodeFrame(ctx, ep)
 	if err != nil {
@@ -157,7 +160,7 @@ func (s *Store) PutEpisode(ctx context.Context, ep *recorder.Episode) error {
 	}
 	if ep.Finished() {
 		s.mu.Lock()
-		s.forgetEncoderLocked(ep.ID)
+		s.finished.Finished(ep.ID)
 		s.mu.Unlock()
 	}
 	return nil

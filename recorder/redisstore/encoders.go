@@ -38,10 +38,11 @@ func (e *episodeEncoder) resetLocked() { e.enc, e.inc, e.pos, e.last = nil, "", 
 type encoders struct {
 	max, maxBytes int
 
-	mu    sync.Mutex // guards following
-	m     map[string]*list.Element
-	lru   *list.List // of *episodeEncoder, most recent first
-	bytes int        // sum of the entries' size
+	mu       sync.Mutex // guards following
+	m        map[string]*list.Element
+	lru      *list.List // of *episodeEncoder, most recent first
+	bytes    int        // sum of the entries' size
+	finished recorder.FinishedEncoders
 }
 
 func newEncoders(max, maxBytes int) *encoders {
@@ -91,7 +92,27 @@ func (c *encoders) get(id string) *episodeEncoder {
 func (c *encoders) drop(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.dropLocked(id)
+}
+
+func (c *encoders) dropLocked(id string) {
 	if el := c.m[id]; el != nil {
 		c.removeLocked(el)
 	}
+}
+
+// finish notes that an episode finished: its entry goes once
+// recorder.FinishGrace more calls are written (see wrote).
+func (c *encoders) finish(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.finished.Finished(id)
+}
+
+// wrote notes that n calls were written, dropping the entries of finished
+// episodes whose grace is over.
+func (c *encoders) wrote(n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.finished.Wrote(n, c.dropLocked)
 }

@@ -58,7 +58,7 @@ func (s *Store) putEpisode(ctx context.Context, ep *recorder.Episode, sc *script
 		return fmt.Errorf("put episode %s: %w", e.ID, wrapErr(err))
 	}
 	if e.Finished() {
-		s.encs.drop(e.ID) // its calls are over; a late one rebuilds it from Redis
+		s.encs.finish(e.ID) // its calls are over but for those on their way; a later one rebuilds it from Redis
 	}
 	ver, _ := v[0].(int64)
 	first, _ := v[1].(string)

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -184,30 +185,66 @@ func (c *encoders) len() int {
 	return c.lru.Len()
 }
 
-// testFinishDropsEncoder: storing an episode as finished drops this
-// client's encoder for it, and only its; a running episode's stays.
+// testFinishDropsEncoder: storing an episode as finished keeps this
+// client's encoder for it while calls may still be on their way, so a late
+// call is encoded without a rebuild, and drops it, and only it, once
+// recorder.FinishGrace calls have been written since; a running episode's
+// stays.
 func testFinishDropsEncoder(t *testing.T, url string) {
 	s := openT(t, url, Options{})
 	ctx := context.Background()
-	storetest.Write(t, s, storetest.ChatEpisode("a", 2, 500)...)
+	a := storetest.ChatEpisode("a", 3, 500)
+	storetest.Write(t, s, a[:2]...)
 	storetest.Write(t, s, storetest.ChatEpisode("b", 2, 500)...)
-	if n := s.encs.len(); n != 2 {
-		t.Fatalf("%d encoders after two episodes, want 2", n)
-	}
 	if err := s.PutEpisode(ctx, &recorder.Episode{ID: "b", Status: recorder.StatusRunning}); err != nil {
 		t.Fatal(err)
-	}
-	if n := s.encs.len(); n != 2 {
-		t.Fatalf("%d encoders after a running episode's metadata, want 2", n)
 	}
 	if err := s.PutEpisode(ctx, &recorder.Episode{ID: "a", Status: recorder.StatusFailure}); err != nil {
 		t.Fatal(err)
 	}
+	before := s.encs.encoderOf("a")
+	storetest.Write(t, s, a[2]) // the late call
+	if before == nil || s.encs.encoderOf("a") != before {
+		t.Fatalf("a's late call: encoder %p before, %p after; want the same one, not rebuilt", before, s.encs.encoderOf("a"))
+	}
+	var others []*recorder.Call
+	for i := range recorder.FinishGrace - 2 { // with the late call, one short of the grace
+		others = append(others, storetest.ChatEpisode(fmt.Sprintf("c%d", i), 1, 100)...)
+	}
+	storetest.Write(t, s, others...)
+	if s.encs.encoderOf("a") != before {
+		t.Fatalf("a's encoder gone %d calls after its finish, before the grace of %d", recorder.FinishGrace-1, recorder.FinishGrace)
+	}
+	storetest.Write(t, s, storetest.ChatEpisode("last", 1, 100)...)
 	s.encs.mu.Lock()
 	_, kept := s.encs.m["a"]
-	n, bytes := s.encs.lru.Len(), s.encs.bytes
-	s.encs.mu.Unlock()
-	if kept || n != 1 || bytes != s.encs.m["b"].Value.(*episodeEncoder).size {
-		t.Fatalf("after a's finish: a kept %v, %d encoders, %d bytes counted; want only b's", kept, n, bytes)
+	_, keptB := s.encs.m["b"]
+	sum := 0
+	for el := s.encs.lru.Front(); el != nil; el = el.Next() {
+		sum += el.Value.(*episodeEncoder).size
 	}
+	bytes, waiting := s.encs.bytes, s.encs.finished.Len()
+	s.encs.mu.Unlock()
+	if kept || !keptB || bytes != sum || waiting != 0 {
+		t.Fatalf("after the grace: a kept %v, b kept %v, %d bytes counted of %d, %d finished waiting; want b only, sums equal, none waiting", kept, keptB, bytes, sum, waiting)
+	}
+	got, err := s.Calls(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.AssertCalls(t, got, a)
+}
+
+// encoderOf returns the episode's encoder, nil if it has none.
+func (c *encoders) encoderOf(id string) *recorder.EpisodeEncoder {
+	c.mu.Lock()
+	el := c.m[id]
+	c.mu.Unlock()
+	if el == nil {
+		return nil
+	}
+	e := el.Value.(*episodeEncoder)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.enc
 }

@@ -91,13 +91,16 @@ func (s *Store) WriteCalls(ctx context.Context, calls []*recorder.Call) error {
 		}
 		pending = slices.DeleteFunc(stale, func(b *episodeBatch) bool { return len(b.calls) == 0 })
 	}
+	written := 0
 	for _, b := range batches {
 		n := 0
 		if b.e.enc != nil {
 			n = b.e.enc.Bytes()
 		}
 		s.encs.sized(b.e, n)
+		written += len(b.calls)
 	}
+	s.encs.wrote(written)
 	return s.reindexWritten(ctx, batches)
 }
 
