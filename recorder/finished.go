@@ -11,8 +11,10 @@ const FinishGrace = 256
 // episode's last call rebuild it, reading back and decoding every stored
 // call of the episode. A finished episode's encoder is instead kept until
 // FinishGrace more calls have been written; a call of it that arrives
-// later rebuilds it, as before. The zero value is ready; the store's lock
-// guards it.
+// later rebuilds it, as before. At most FinishGrace finished episodes
+// wait: past that (episodes finished faster than calls are written, say
+// without any call), the oldest goes at once. The zero value is ready; the
+// store's lock guards it.
 type FinishedEncoders struct {
 	written uint64
 	queue   []finishedAt // in finish order
@@ -23,9 +25,14 @@ type finishedAt struct {
 	written uint64
 }
 
-// Finished notes that episode finished.
-func (f *FinishedEncoders) Finished(episode string) {
+// Finished notes that episode finished, and calls drop with the oldest
+// waiting episode if more than FinishGrace wait.
+func (f *FinishedEncoders) Finished(episode string, drop func(episode string)) {
 	f.queue = append(f.queue, finishedAt{episode, f.written})
+	if len(f.queue) > FinishGrace {
+		drop(f.queue[0].episode)
+		f.queue = append(f.queue[:0], f.queue[1:]...)
+	}
 }
 
 // Wrote notes that n more calls were written and calls drop with each

@@ -160,7 +160,9 @@ func (s *Store) PutEpisode(ctx context.Context, ep *recorder.Episode) error {
 	}
 	if ep.Finished() {
 		s.mu.Lock()
-		s.finished.Finished(ep.ID)
+		if s.encoders[ep.ID] != nil {
+			s.finished.Finished(ep.ID, s.forgetEncoderLocked)
+		}
 		s.mu.Unlock()
 	}
 	return nil

@@ -102,11 +102,14 @@ func (c *encoders) dropLocked(id string) {
 }
 
 // finish notes that an episode finished: its entry goes once
-// recorder.FinishGrace more calls are written (see wrote).
+// recorder.FinishGrace more calls are written (see wrote); one without an
+// entry has nothing to keep.
 func (c *encoders) finish(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.finished.Finished(id)
+	if c.m[id] != nil {
+		c.finished.Finished(id, c.dropLocked)
+	}
 }
 
 // wrote notes that n calls were written, dropping the entries of finished
