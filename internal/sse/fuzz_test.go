@@ -26,6 +26,45 @@ func FuzzFramer(f *testing.F) {
 	})
 }
 
+// FuzzFeedLimit feeds arbitrary bytes in arbitrary pieces to a Framer with
+// a small limit, as the proxy's stripper does: until Feed refuses a piece,
+// the events it passed on, then Rest, then the bytes it did not take must
+// be the input, exactly once and in order.
+func FuzzFeedLimit(f *testing.F) {
+	f.Add([]byte("data: a\n\ndata: bbbbbbbbbbbbbbbb\n\ndata: c\n\n"), uint8(12), uint8(5))
+	f.Add([]byte("data: 1234567890\r\n\r\n"), uint8(4), uint8(1))
+	f.Fuzz(func(t *testing.T, in []byte, max, step uint8) {
+		fr := NewFramer(1 + int(max))
+		var out []byte
+		rest := in
+		for len(rest) > 0 {
+			n := min(len(rest), 1+int(step))
+			piece := bytes.Clone(rest[:n])
+			unfed, err := fr.Feed(piece, func(ev []byte) { out = append(out, ev...) })
+			if err != nil {
+				out = append(append(out, fr.Rest()...), unfed...)
+				out = append(out, rest[n:]...)
+				rest = nil
+				break
+			}
+			if unfed != nil {
+				t.Fatalf("Feed handed back %q without an error", unfed)
+			}
+			for i := range piece {
+				piece[i] = 'X' // Feed must have kept nothing of it
+			}
+			rest = rest[n:]
+		}
+		for ev := fr.Flush(); ev != nil; ev = fr.Flush() {
+			out = append(out, ev...)
+		}
+		out = append(out, fr.Rest()...)
+		if !bytes.Equal(out, in) {
+			t.Fatalf("got %q, want %q", out, in)
+		}
+	})
+}
+
 // FuzzParse checks Parse never panics, data never exceeds the input, and the
 // fast path gives what the line-by-line parse gives.
 func FuzzParse(f *testing.F) {
