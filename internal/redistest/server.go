@@ -3,11 +3,13 @@ package redistest
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -69,14 +71,47 @@ func newServer(t testing.TB, extra ...string) *Server {
 	return nil
 }
 
-// freePort returns a TCP port that was free on 127.0.0.1 a moment ago.
+// freePort returns a TCP port that was free on 127.0.0.1 a moment ago,
+// below the kernel's ephemeral range when it can: a server stopped and
+// started again (Stop, Start) must find its port free, and a port of that
+// range can be taken meanwhile as the local end of any outgoing
+// connection, even of one to that very port, which a client retrying
+// against the stopped server makes (a TCP self-connect). Ports of the
+// ephemeral range (port 0) are the fallback.
 func freePort() (int, error) {
+	if lo := ephemeralLow(); lo > minPort+1000 {
+		for range 64 {
+			p := minPort + rand.IntN(lo-minPort)
+			if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p))); err == nil {
+				l.Close()
+				return p, nil
+			}
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("find free port: %w", err)
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// minPort is the lowest port freePort picks.
+const minPort = 10000
+
+// ephemeralLow returns the first port of the kernel's ephemeral range
+// (Linux's ip_local_port_range), 0 when it cannot be read.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	n, _ := strconv.Atoi(f[0])
+	return n
 }
 
 // Addr returns host:port.
