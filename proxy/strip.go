@@ -80,8 +80,8 @@ type stripper struct {
 	spans  []assemble.Span // scratch: the values an event's edits null
 }
 
-// strippers recycles a stripper's buffers (read buffer, output, framer)
-// across streams.
+// strippers recycles a stripper's buffers (output, framer, and the read
+// buffer of a small-buffered caller) across streams.
 var strippers = sync.Pool{New: func() any {
 	return &stripper{f: sse.NewFramer(0), out: make([]byte, 0, 8<<10)}
 }}
