@@ -3,9 +3,7 @@ package recorder
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
-	"fmt"
 )
 
 // BlockHash is the content address of a block: the first 16 bytes of the
@@ -127,22 +125,6 @@ type docBody struct {
 	split   split
 	prefix  []int  // per field: refs taken from the base call's same key
 	layout  []byte // encoded skeleton and field shapes of a split body
-}
-
-func marshalMeta(c *Call) ([]byte, error) {
-	m := *c
-	m.Request, m.Response, m.Usage = nil, nil, nil
-	m.CallID = "" // the document carries it
-	if c.Tokens != nil {
-		t := *c.Tokens
-		t.PromptIDs = nil
-		m.Tokens = &t
-	}
-	b, err := json.Marshal(&m)
-	if err != nil {
-		return nil, fmt.Errorf("marshal call %s: %w", c.CallID, err)
-	}
-	return b, nil
 }
 
 // commonPrefix returns how many leading entries a and b share.

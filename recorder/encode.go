@@ -170,7 +170,7 @@ func prepareCall(c *Call, dedup bool) (*prepared, error) {
 	}
 	var err error
 	if pr.meta == nil {
-		if pr.meta, err = marshalMeta(c); err != nil {
+		if pr.meta, pr.mm, err = marshalMetaMap(c, dedup); err != nil {
 			return nil, err
 		}
 	}

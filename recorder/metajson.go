@@ -1,0 +1,292 @@
+package recorder
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+	"unsafe"
+)
+
+// metaWriter appends a call's metadata as JSON: the same bytes encoding/json
+// gives for the Call that marshalMeta hands it, written field by field and
+// noting where each top-level member's value lies, so that a dedup encoder
+// gets the metadata's map without parsing it back. It runs for every call
+// the proxy records; encoding/json's reflection and the parse after it cost
+// about 5% of the proxy's CPU on the token path.
+//
+// Whatever encoding/json writes with more than a plain append (a string with
+// a byte it escapes or a non-ASCII rune, a NaN or infinite logprob, a time
+// outside RFC 3339's years) makes the writer give up, and marshalMeta uses
+// encoding/json instead. TestMetaWriterFields fails when Call gains a field
+// the writer does not know; FuzzMetaWriter holds it to encoding/json.
+type metaWriter struct {
+	b       []byte
+	members []metaMember
+	failed  bool
+}
+
+// metaMember is a top-level key and its value's extent in the output.
+type metaMember struct {
+	key        string
+	start, end int
+}
+
+// marshalMetaMap returns c's metadata and, when withMap, its map, whose
+// strings alias the returned bytes.
+func marshalMetaMap(c *Call, withMap bool) ([]byte, metaMap, error) {
+	w := metaWriter{b: make([]byte, 0, metaSize(c)), members: make([]metaMember, 0, 24)}
+	w.call(c)
+	if w.failed {
+		meta, err := marshalMeta(c)
+		if err != nil || !withMap {
+			return meta, nil, err
+		}
+		mm, err := parseOwnMeta(meta)
+		return meta, mm, err
+	}
+	if !withMap {
+		return w.b, nil, nil
+	}
+	ms := unsafe.String(unsafe.SliceData(w.b), len(w.b))
+	mm := make(metaMap, len(w.members))
+	for _, m := range w.members {
+		mm[m.key] = ms[m.start:m.end]
+	}
+	return w.b, mm, nil
+}
+
+// metaSize guesses the length of c's metadata: fixed fields and about 24
+// bytes per token id and logprob.
+func metaSize(c *Call) int {
+	n := 512 + len(c.Error) + len(c.Upstream) + len(c.Path) + len(c.Model)
+	if t := c.Tokens; t != nil {
+		n += 8*len(t.CompletionIDs) + 14*len(t.Logprobs)
+		for _, ch := range t.Choices {
+			n += 32 + 8*len(ch.CompletionIDs) + 14*len(ch.Logprobs)
+		}
+	}
+	return n
+}
+
+// call writes the fields of Call in their order, leaving out what
+// marshalMeta clears (the bodies, usage, call id's value and prompt ids).
+func (w *metaWriter) call(c *Call) {
+	w.b = append(w.b, '{')
+	w.member("schema").str(c.Schema)
+	w.member("episode_id").str(c.EpisodeID)
+	w.member("seq").int(c.Seq)
+	w.member("call_id").str("")
+	w.member("api").str(string(c.API))
+	w.member("method").str(c.Method)
+	w.member("path").str(c.Path)
+	if c.Model != "" {
+		w.member("model").str(c.Model)
+	}
+	w.member("stream").bool(c.Stream)
+	w.member("started_at").time(c.StartedAt)
+	if c.FirstByteAt != nil {
+		w.member("first_byte_at").time(*c.FirstByteAt)
+	}
+	w.member("ended_at").time(c.EndedAt)
+	w.member("status").int(int64(c.Status))
+	w.member("end_reason").str(string(c.EndReason))
+	w.optStr("error", c.Error)
+	if c.RequestRaw {
+		w.member("request_raw").bool(true)
+	}
+	w.optStr("request_encoding", c.RequestEncoding)
+	w.optStr("response_encoding", c.ResponseEncoding)
+	w.member("upstream").str(c.Upstream)
+	w.optStr("upstream_kind", c.UpstreamKind)
+	if len(c.Injected) > 0 {
+		w.member("injected").strs(c.Injected)
+	}
+	w.optStr("harness", c.Harness)
+	if c.Tokens != nil {
+		w.member("tokens").tokens(c.Tokens)
+	}
+	if c.Lineage != nil {
+		w.member("lineage").lineage(c.Lineage)
+	}
+	w.close()
+	w.b = append(w.b, '}')
+}
+
+// member ends the previous member's value and writes key's name.
+func (w *metaWriter) member(key string) *metaWriter {
+	if len(w.members) > 0 {
+		w.close()
+		w.b = append(w.b, ',')
+	}
+	w.b = append(append(append(w.b, '"'), key...), '"', ':')
+	w.members = append(w.members, metaMember{key: key, start: len(w.b)})
+	return w
+}
+
+func (w *metaWriter) close() {
+	if n := len(w.members); n > 0 && w.members[n-1].end == 0 {
+		w.members[n-1].end = len(w.b)
+	}
+}
+
+func (w *metaWriter) optStr(key, s string) {
+	if s != "" {
+		w.member(key).str(s)
+	}
+}
+
+// str writes s quoted when no byte of it needs more than that: printable
+// ASCII but for the quote, the backslash and the HTML characters
+// encoding/json escapes.
+func (w *metaWriter) str(s string) {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			w.failed = true
+			return
+		}
+	}
+	w.b = append(append(append(w.b, '"'), s...), '"')
+}
+
+func (w *metaWriter) strs(ss []string) {
+	w.b = append(w.b, '[')
+	for i, s := range ss {
+		if i > 0 {
+			w.b = append(w.b, ',')
+		}
+		w.str(s)
+	}
+	w.b = append(w.b, ']')
+}
+
+func (w *metaWriter) int(n int64) { w.b = strconv.AppendInt(w.b, n, 10) }
+
+func (w *metaWriter) bool(v bool) { w.b = strconv.AppendBool(w.b, v) }
+
+// time writes t as time.Time's MarshalJSON does.
+func (w *metaWriter) time(t time.Time) {
+	b, err := t.AppendText(append(w.b, '"'))
+	if err != nil {
+		w.failed = true
+		return
+	}
+	w.b = append(b, '"')
+}
+
+func (w *metaWriter) ids(ids []int32) {
+	if ids == nil {
+		w.b = append(w.b, "null"...)
+		return
+	}
+	w.b = append(w.b, '[')
+	for i, id := range ids {
+		if i > 0 {
+			w.b = append(w.b, ',')
+		}
+		w.b = strconv.AppendInt(w.b, int64(id), 10)
+	}
+	w.b = append(w.b, ']')
+}
+
+// floats writes a []float32 as encoding/json does: like JavaScript's
+// Number.prototype.toString, with exponents unpadded.
+func (w *metaWriter) floats(fs []float32) {
+	w.b = append(w.b, '[')
+	for i, f := range fs {
+		if i > 0 {
+			w.b = append(w.b, ',')
+		}
+		if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
+			w.failed = true
+			return
+		}
+		format := byte('f')
+		if abs := float32(math.Abs(float64(f))); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+			format = 'e'
+		}
+		w.b = strconv.AppendFloat(w.b, float64(f), format, -1, 32)
+		if n := len(w.b); format == 'e' && w.b[n-4] == 'e' && w.b[n-3] == '-' && w.b[n-2] == '0' {
+			w.b[n-2] = w.b[n-1]
+			w.b = w.b[:n-1]
+		}
+	}
+	w.b = append(w.b, ']')
+}
+
+func (w *metaWriter) tokens(t *Tokens) {
+	w.b = append(w.b, `{"prompt_ids":null,"completion_ids":`...)
+	w.ids(t.CompletionIDs)
+	if len(t.Logprobs) > 0 {
+		w.b = append(w.b, `,"logprobs":`...)
+		w.floats(t.Logprobs)
+	}
+	if len(t.Choices) > 0 {
+		w.b = append(w.b, `,"choices":[`...)
+		for i := range t.Choices {
+			if i > 0 {
+				w.b = append(w.b, ',')
+			}
+			w.choice(&t.Choices[i])
+		}
+		w.b = append(w.b, ']')
+	}
+	if t.Mismatch != "" {
+		w.b = append(w.b, `,"mismatch":`...)
+		w.str(t.Mismatch)
+	}
+	w.b = append(w.b, '}')
+}
+
+func (w *metaWriter) choice(ch *ChoiceTokens) {
+	w.b = append(w.b, `{"index":`...)
+	w.int(int64(ch.Index))
+	w.b = append(w.b, `,"completion_ids":`...)
+	w.ids(ch.CompletionIDs)
+	if len(ch.Logprobs) > 0 {
+		w.b = append(w.b, `,"logprobs":`...)
+		w.floats(ch.Logprobs)
+	}
+	w.b = append(w.b, '}')
+}
+
+func (w *metaWriter) lineage(l *Lineage) {
+	w.b = append(w.b, '{')
+	if l.ParentCallID != "" {
+		w.b = append(w.b, `"parent_call_id":`...)
+		w.str(l.ParentCallID)
+		w.b = append(w.b, ',')
+	}
+	w.b = append(w.b, `"kind":`...)
+	w.str(string(l.Kind))
+	if l.CommonPrefixTokens != 0 {
+		w.b = append(w.b, `,"common_prefix_tokens":`...)
+		w.int(int64(l.CommonPrefixTokens))
+	}
+	if l.CommonPrefixMsgs != 0 {
+		w.b = append(w.b, `,"common_prefix_messages":`...)
+		w.int(int64(l.CommonPrefixMsgs))
+	}
+	w.b = append(w.b, `,"thread":`...)
+	w.int(int64(l.Thread))
+	w.b = append(w.b, '}')
+}
+
+// marshalMeta returns c's metadata through encoding/json: every field but
+// the bodies, usage, call id (the document carries it) and prompt ids.
+func marshalMeta(c *Call) ([]byte, error) {
+	m := *c
+	m.Request, m.Response, m.Usage = nil, nil, nil
+	m.CallID = ""
+	if c.Tokens != nil {
+		t := *c.Tokens
+		t.PromptIDs = nil
+		m.Tokens = &t
+	}
+	b, err := json.Marshal(&m)
+	if err != nil {
+		return nil, fmt.Errorf("marshal call %s: %w", c.CallID, err)
+	}
+	return b, nil
+}
