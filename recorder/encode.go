@@ -61,11 +61,8 @@ func (e *EpisodeEncoder) Encode(c *Call) (docBytes []byte, newBlocks []Block, er
 	base := e.chooseBase(&d, prompt)
 	d.tokTail = prompt
 	if base != nil {
-		set, del := mm.diff(base.meta)
-		d.metaDelta, d.metaDel = true, del
-		for _, k := range set {
-			d.metaSet = append(d.metaSet, [2]string{k, mm[k]})
-		}
+		d.metaDelta = true
+		d.metaSet, d.metaDel = mm.diff(base.meta)
 		d.base = e.hist.order[e.baseIndex(base)]
 		d.req.prefix = fieldPrefixes(d.req.split.fields, base.req)
 		d.resp.prefix = fieldPrefixes(d.resp.split.fields, base.resp)
@@ -298,7 +295,17 @@ func (e *EpisodeEncoder) remember(id string, d *doc, t *Tokens, mm metaMap, base
 	if !e.dedup {
 		return
 	}
-	r := &callRefs{req: arrayRefs(d.req.split.fields), resp: arrayRefs(d.resp.split.fields), meta: mm.kept(),
+	// The members a call shares with its base (or, without one, the
+	// call before) share their memory too.
+	share := base
+	if share == nil && len(e.hist.order) > 0 {
+		share = e.hist.byID[e.hist.order[len(e.hist.order)-1]]
+	}
+	var last metaMap
+	if share != nil {
+		last = share.meta
+	}
+	r := &callRefs{req: arrayRefs(d.req.split.fields), resp: arrayRefs(d.resp.split.fields), meta: mm.kept(last),
 		layouts: [2][]byte{d.req.layout, respLayout(d.resp.layout)}}
 	if t != nil {
 		r.toks = append(extendToks(base, d.tokPrefix, t.PromptIDs[d.tokPrefix:]), t.CompletionIDs...)
@@ -460,8 +467,12 @@ func (r *callRefs) bytes() int {
 	return r.size
 }
 
-// mapEntry is what Bytes counts per map entry beyond its key and value.
-const mapEntry = 48
+// mapEntry is what Bytes counts per map entry beyond its key and value,
+// metaEntry per metadata member.
+const (
+	mapEntry  = 48
+	metaEntry = 32
+)
 
 func (r *callRefs) count() int {
 	n := 128 + len(r.layouts[0]) + len(r.layouts[1]) + 4*len(r.toks)
@@ -470,8 +481,8 @@ func (r *callRefs) count() int {
 			n += len(k) + mapEntry + 24 + len(hs)*len(BlockHash{})
 		}
 	}
-	for k, v := range r.meta {
-		n += len(k) + len(v) + mapEntry
+	for _, kv := range r.meta {
+		n += metaEntry + len(kv.k) + len(kv.v) // shared strings count in every call
 	}
 	return n
 }

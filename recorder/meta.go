@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"unsafe"
 
 	"github.com/tidwall/gjson"
@@ -17,8 +18,37 @@ import (
 // upstream, harness. A document with a base stores only the top-level keys
 // whose raw value differs from the base's, and the keys it lacks.
 
-// metaMap is metadata split into top-level keys and raw JSON values.
-type metaMap map[string]string
+// metaMap is metadata split into top-level members (raw JSON values),
+// sorted by key, each key once. A slice rather than a Go map: an encoder
+// keeps one per remembered call, and at hundreds of idle episodes a map
+// each was a sixth of the proxy's live heap; sorted, a delta against a base
+// is one merge, in the order the document stores it.
+type metaMap []metaKV
+
+type metaKV struct{ k, v string }
+
+// newMetaMap sorts kvs by key in place and keeps the last of each key, as
+// repeated keys of one object decode.
+func newMetaMap(kvs []metaKV) metaMap {
+	slices.SortStableFunc(kvs, func(a, b metaKV) int { return strings.Compare(a.k, b.k) })
+	out := kvs[:0]
+	for i, kv := range kvs {
+		if i+1 < len(kvs) && kvs[i+1].k == kv.k {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+// get returns the value of key k.
+func (m metaMap) get(k string) (string, bool) {
+	i, ok := slices.BinarySearchFunc(m, k, func(kv metaKV, k string) int { return strings.Compare(kv.k, k) })
+	if !ok {
+		return "", false
+	}
+	return m[i].v, true
+}
 
 func parseMeta(meta []byte) (metaMap, error) {
 	g := gjson.ParseBytes(meta) // a copy: the map keeps strings of it
@@ -29,10 +59,10 @@ func parseMeta(meta []byte) (metaMap, error) {
 	}
 	m := metaMap{}
 	g.ForEach(func(k, v gjson.Result) bool {
-		m[k.Str] = v.Raw
+		m = append(m, metaKV{k.Str, v.Raw})
 		return true
 	})
-	return m, nil
+	return newMetaMap(m), nil
 }
 
 // parseOwnMeta is parseMeta for metadata marshalMeta just made, so valid
@@ -48,7 +78,7 @@ func parseOwnMeta(meta []byte) (metaMap, error) {
 	if i >= len(meta) || meta[i] != '{' {
 		return parseMeta(meta)
 	}
-	m := metaMap{}
+	m := make(metaMap, 0, 24)
 	i = jsonscan.SkipSpace(meta, i+1)
 	if i < len(meta) && meta[i] == '}' {
 		return m, nil
@@ -74,7 +104,7 @@ func parseOwnMeta(meta []byte) (metaMap, error) {
 		if ve <= vs || ve > len(meta) {
 			return parseMeta(meta)
 		}
-		m[key] = ms[vs:ve]
+		m = append(m, metaKV{key, ms[vs:ve]})
 		i = jsonscan.SkipSpace(meta, ve)
 		if i >= len(meta) {
 			return parseMeta(meta)
@@ -90,7 +120,7 @@ func parseOwnMeta(meta []byte) (metaMap, error) {
 	if jsonscan.SkipSpace(meta, i+1) != len(meta) {
 		return parseMeta(meta)
 	}
-	return m, nil
+	return newMetaMap(m), nil
 }
 
 // metaTokens is the metadata key of a call's completion token ids and
@@ -98,85 +128,98 @@ func parseOwnMeta(meta []byte) (metaMap, error) {
 // next.
 const metaTokens = "tokens"
 
-// kept returns m as an encoder keeps it for later calls to delta against.
-// A call with tokens gets its keys and values copied into one buffer of
-// their own (m's alias the call's whole marshalled metadata, which would
-// stay reachable through them), except the token value, kept as "", which
-// equals no JSON value, so that a later call always sets its own tokens
-// rather than repeat a kilobytes-long value only to compare it. A call
-// without tokens keeps m: its metadata is about the size of the copy.
-func (m metaMap) kept() metaMap {
-	if _, ok := m[metaTokens]; !ok {
-		return m
-	}
-	n := 0
-	for k, v := range m {
-		n += len(k)
-		if k != metaTokens {
-			n += len(v)
+// kept returns m as an encoder keeps it for later calls to delta against:
+// sharing the members whose values equal base's (from the call before:
+// schema, episode, model, upstream, ...), with the rest copied into one
+// buffer of their own, so that the call's marshalled metadata is not kept
+// alive by them. The token value is kept as "", which equals no JSON
+// value, so that a later call always sets its own tokens rather than
+// repeat a kilobytes-long value only to compare it.
+func (m metaMap) kept(base metaMap) metaMap {
+	out := make(metaMap, len(m))
+	n, j := 0, 0
+	for i, kv := range m {
+		switch {
+		case kv.k == metaTokens:
+			out[i] = metaKV{k: kv.k}
+			n += len(kv.k)
+		case base.sameAt(&j, kv):
+			out[i] = base[j]
+		default:
+			out[i] = kv
+			n += len(kv.k) + len(kv.v)
 		}
 	}
 	buf := make([]byte, 0, n) // never grows: the strings below stay valid
-	out := make(metaMap, len(m))
-	for k, v := range m {
-		if k == metaTokens {
-			v = ""
+	j = 0
+	for i, kv := range out {
+		if kv.k != metaTokens && base.sameAt(&j, kv) {
+			continue
 		}
 		at := len(buf)
-		buf = append(append(buf, k...), v...)
-		s := unsafe.String(unsafe.SliceData(buf[at:]), len(k)+len(v))
-		out[s[:len(k)]] = s[len(k):]
+		buf = append(append(buf, kv.k...), kv.v...)
+		s := unsafe.String(unsafe.SliceData(buf[at:]), len(kv.k)+len(kv.v))
+		out[i] = metaKV{s[:len(kv.k)], s[len(kv.k):]}
 	}
 	return out
 }
 
-// diff returns the entries of m that base lacks or holds differently, and
-// the keys of base that m lacks, both sorted.
-func (m metaMap) diff(base metaMap) (set []string, del []string) {
-	for k, v := range m {
-		if bv, ok := base[k]; !ok || bv != v {
-			set = append(set, k)
+// sameAt advances *j past m's keys before kv's and reports whether m holds
+// kv at *j. Called with kv in key order, it merges kv's map with m.
+func (m metaMap) sameAt(j *int, kv metaKV) bool {
+	for *j < len(m) && m[*j].k < kv.k {
+		*j++
+	}
+	return *j < len(m) && m[*j] == kv
+}
+
+// diff returns the members of m that base lacks or holds differently, and
+// the keys of base that m lacks, both sorted by key.
+func (m metaMap) diff(base metaMap) (set [][2]string, del []string) {
+	i, j := 0, 0
+	for i < len(m) || j < len(base) {
+		switch {
+		case j == len(base) || i < len(m) && m[i].k < base[j].k:
+			set = append(set, [2]string{m[i].k, m[i].v})
+			i++
+		case i == len(m) || base[j].k < m[i].k:
+			del = append(del, base[j].k)
+			j++
+		default:
+			if m[i].v != base[j].v {
+				set = append(set, [2]string{m[i].k, m[i].v})
+			}
+			i, j = i+1, j+1
 		}
 	}
-	for k := range base {
-		if _, ok := m[k]; !ok {
-			del = append(del, k)
-		}
-	}
-	slices.Sort(set)
-	slices.Sort(del)
 	return set, del
 }
 
-// patch returns base with set applied and del removed.
+// patch returns base with set applied in order and del removed.
 func (base metaMap) patch(set [][2]string, del []string) metaMap {
-	m := make(metaMap, len(base)+len(set))
-	for k, v := range base {
-		m[k] = v
-	}
+	m := make(metaMap, 0, len(base)+len(set))
+	m = append(m, base...)
 	for _, kv := range set {
-		m[kv[0]] = kv[1]
+		m = append(m, metaKV{kv[0], kv[1]})
 	}
+	m = newMetaMap(m) // a set key's value comes after base's: the last wins
 	for _, k := range del {
-		delete(m, k)
+		if i, ok := slices.BinarySearchFunc(m, k, func(kv metaKV, k string) int { return strings.Compare(kv.k, k) }); ok {
+			m = slices.Delete(m, i, i+1)
+		}
 	}
 	return m
 }
 
 // json returns m as a JSON object with sorted keys.
 func (m metaMap) json() []byte {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
 	out := []byte{'{'}
-	for i, k := range keys {
+	for i, kv := range m {
 		if i > 0 {
 			out = append(out, ',')
 		}
-		kb, _ := json.Marshal(k) // a string always marshals
-		out = append(append(append(out, kb...), ':'), m[k]...)
+		kb, _ := json.Marshal(kv.k) // a string always marshals
+		out = append(append(append(out, kb...), ':'), kv.v...)
 	}
 	return append(out, '}')
 }

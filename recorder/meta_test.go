@@ -1,8 +1,10 @@
 package recorder
 
 import (
+	"maps"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"unsafe"
 )
@@ -34,9 +36,10 @@ func TestParseOwnMeta(t *testing.T) {
 
 // TestEncoderKeepsNoTokens: what an encoder keeps of a call's metadata to
 // delta later calls against holds its token value as "" (kilobytes per call
-// otherwise) and shares no memory with the marshalled metadata, and calls
-// whose token values are equal, which the kept base no longer shows, still
-// decode to exactly what was encoded.
+// otherwise), shares no memory with the marshalled metadata, and shares
+// the members equal to the previous call's with it; and calls whose token
+// values are equal, which the kept base no longer shows, still decode to
+// exactly what was encoded.
 func TestEncoderKeepsNoTokens(t *testing.T) {
 	calls := vllmEpisode(4)
 	for _, c := range calls[1:] {
@@ -50,32 +53,100 @@ func TestEncoderKeepsNoTokens(t *testing.T) {
 	}
 	assertSameCalls(t, s.read(t), calls)
 	for _, c := range calls {
-		if v, ok := enc.hist.byID[c.CallID].meta[metaTokens]; !ok || v != "" {
+		if v, ok := enc.hist.byID[c.CallID].meta.get(metaTokens); !ok || v != "" {
 			t.Fatalf("the encoder keeps call %s's tokens as %.40q, want \"\"", c.CallID, v)
 		}
 	}
 
-	meta, err := marshalMeta(calls[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	full, err := parseOwnMeta(meta)
-	if err != nil || full[metaTokens] == "" {
-		t.Fatalf("parsed metadata %v without tokens: %v", full, err)
-	}
-	kept := full.kept()
-	if len(kept) != len(full) || kept[metaTokens] != "" {
-		t.Fatalf("kept %d keys, tokens %.40q; want %d keys, tokens \"\"", len(kept), kept[metaTokens], len(full))
-	}
-	lo, hi := uintptr(unsafe.Pointer(&meta[0])), uintptr(unsafe.Pointer(&meta[len(meta)-1]))
-	for k, v := range kept {
-		if k != metaTokens && v != full[k] {
-			t.Errorf("kept %s = %s, want %s", k, v, full[k])
+	var prev metaMap
+	for i, c := range calls[:2] {
+		meta, full, err := marshalMetaMap(c, true)
+		if err != nil {
+			t.Fatal(err)
 		}
-		for _, s := range []string{k, v} {
-			if p := uintptr(unsafe.Pointer(unsafe.StringData(s))); len(s) > 0 && p >= lo && p <= hi {
-				t.Errorf("kept %q aliases the marshalled metadata", s)
+		if v, _ := full.get(metaTokens); v == "" {
+			t.Fatalf("parsed metadata %v without tokens", full)
+		}
+		kept := full.kept(prev)
+		if v, ok := kept.get(metaTokens); len(kept) != len(full) || !ok || v != "" {
+			t.Fatalf("kept %d keys, tokens %.40q; want %d keys, tokens \"\"", len(kept), v, len(full))
+		}
+		lo, hi := uintptr(unsafe.Pointer(&meta[0])), uintptr(unsafe.Pointer(&meta[len(meta)-1]))
+		shared := 0
+		for j, kv := range kept {
+			if kv.k != full[j].k || kv.k != metaTokens && kv.v != full[j].v {
+				t.Errorf("kept %s = %s, want %s = %s", kv.k, kv.v, full[j].k, full[j].v)
+			}
+			for _, s := range []string{kv.k, kv.v} {
+				if p := uintptr(unsafe.Pointer(unsafe.StringData(s))); len(s) > 0 && p >= lo && p <= hi {
+					t.Errorf("kept %q aliases the marshalled metadata", s)
+				}
+			}
+			if pv, ok := prev.get(kv.k); ok && kv.k != metaTokens && pv == kv.v {
+				if unsafe.StringData(pv) != unsafe.StringData(kv.v) {
+					t.Errorf("call %d keeps its own copy of %s, equal to the call before's", i, kv.k)
+				}
+				shared++
 			}
 		}
+		if i == 1 && shared < len(kept)/2 {
+			t.Errorf("call 1 shares %d of %d members with call 0", shared, len(kept))
+		}
+		prev = kept
+	}
+}
+
+// TestMetaMapOps holds diff, patch and the sorted form to what a Go map of
+// the same members does, repeated keys included.
+func TestMetaMapOps(t *testing.T) {
+	kvs := func(s string) []metaKV {
+		var out []metaKV
+		for _, f := range strings.Fields(s) {
+			k, v, _ := strings.Cut(f, "=")
+			out = append(out, metaKV{k, v})
+		}
+		return out
+	}
+	asMap := func(kvs []metaKV) map[string]string {
+		m := map[string]string{}
+		for _, kv := range kvs {
+			m[kv.k] = kv.v
+		}
+		return m
+	}
+	sorted := func(m map[string]string) metaMap {
+		var out metaMap
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			out = append(out, metaKV{k, m[k]})
+		}
+		return out
+	}
+	cases := []struct{ base, m string }{
+		{"", ""}, {"a=1", ""}, {"", "a=1"}, {"a=1 b=2 c=3", "a=1 b=9 d=4"},
+		{"b=2 a=1", "c=3 a=2 a=5"}, {"x=1 y=2", "x=1 y=2"}, {"a=1 c=3", "b=2 d=4"},
+	}
+	for _, tc := range cases {
+		base, m := newMetaMap(kvs(tc.base)), newMetaMap(kvs(tc.m))
+		if want := sorted(asMap(kvs(tc.m))); !reflect.DeepEqual(m, want) && len(m)+len(want) > 0 {
+			t.Errorf("%q sorted %v, want %v", tc.m, m, want)
+		}
+		set, del := m.diff(base)
+		if got := base.patch(set, del); !reflect.DeepEqual(asMap(got), asMap(m)) || !slices.IsSortedFunc(got, func(a, b metaKV) int { return strings.Compare(a.k, b.k) }) {
+			t.Errorf("%q against %q: set %v del %v patch to %v", tc.m, tc.base, set, del, got)
+		}
+		for _, kv := range set {
+			if bv, ok := base.get(kv[0]); ok && bv == kv[1] {
+				t.Errorf("%q against %q sets %s, unchanged", tc.m, tc.base, kv[0])
+			}
+		}
+		if !slices.IsSortedFunc(set, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) }) || !slices.IsSorted(del) {
+			t.Errorf("%q against %q: set %v or del %v unsorted", tc.m, tc.base, set, del)
+		}
+	}
+	// A document may set a key twice and delete one it sets: in order,
+	// the last set wins and deletions come after.
+	got := newMetaMap(kvs("a=1 b=2")).patch([][2]string{{"c", "3"}, {"a", "7"}, {"c", "4"}}, []string{"b", "z"})
+	if want := newMetaMap(kvs("a=7 c=4")); !reflect.DeepEqual(got, want) {
+		t.Errorf("patch %v, want %v", got, want)
 	}
 }

@@ -51,16 +51,16 @@ func marshalMetaMap(c *Call, withMap bool) ([]byte, metaMap, error) {
 	}
 	ms := unsafe.String(unsafe.SliceData(w.b), len(w.b))
 	mm := make(metaMap, len(w.members))
-	for _, m := range w.members {
-		mm[m.key] = ms[m.start:m.end]
+	for i, m := range w.members {
+		mm[i] = metaKV{m.key, ms[m.start:m.end]}
 	}
-	return w.b, mm, nil
+	return w.b, newMetaMap(mm), nil
 }
 
 // metaSize guesses the length of c's metadata: fixed fields and about 24
 // bytes per token id and logprob.
 func metaSize(c *Call) int {
-	n := 512 + len(c.Error) + len(c.Upstream) + len(c.Path) + len(c.Model)
+	n := 768 + len(c.Error) + len(c.Upstream) + len(c.Path) + len(c.Model)
 	if t := c.Tokens; t != nil {
 		n += 8*len(t.CompletionIDs) + 14*len(t.Logprobs)
 		for _, ch := range t.Choices {
