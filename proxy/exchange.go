@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -327,12 +328,28 @@ func newCallID(t time.Time) string {
 }
 
 // readAll reads at most limit bytes of r into one buffer sized from the
-// declared length, so a large body is not copied again as it grows.
+// declared length plus one byte, so a body of the declared length is read
+// without being copied again: bytes.Buffer.ReadFrom, which this used, grows
+// its buffer whenever fewer than 512 bytes are free before a read, so a body
+// that arrived in pieces, the last of them under 512 bytes, was copied into
+// a buffer twice its size.
 func readAll(r io.Reader, declared, limit int64) ([]byte, error) {
 	if declared < 0 || declared >= limit {
 		declared = 512
 	}
-	buf := bytes.NewBuffer(make([]byte, 0, declared+1))
-	_, err := buf.ReadFrom(io.LimitReader(r, limit))
-	return buf.Bytes(), err
+	buf := make([]byte, 0, declared+1)
+	r = io.LimitReader(r, limit)
+	for {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, len(buf)) // doubles, as append would
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
 }
