@@ -81,7 +81,7 @@ type streamAssembler interface {
 // the given API. Response is the body itself when it is valid JSON.
 func JSON(api recorder.API, body []byte) Result {
 	if !gjson.ValidBytes(body) {
-		return Result{Response: quote(string(body)), Err: "response body is not valid JSON"}
+		return Result{Response: quote(body), Err: "response body is not valid JSON"}
 	}
 	root := gjson.ParseBytes(body)
 	r := Result{Response: json.RawMessage(body), Done: root.IsObject()}

@@ -245,7 +245,7 @@ func (ch *choice) prepare(chat bool) (out object, lp, ids bool) {
 		out.set("message", ch.message())
 	}
 	if s, ok := ch.texts.get("text"); ok {
-		out.set("text", quote(string(s)))
+		out.set("text", quote(s))
 	}
 	u := ch.c.unseen
 	u.apply(&out, true)
@@ -283,7 +283,7 @@ func (ch *choice) appendTo(b []byte, out *object, lp, ids bool) []byte {
 func (ch *choice) message() []byte {
 	m := ch.msg
 	for _, f := range ch.texts {
-		m.set(f.key, quote(string(f.b)))
+		m.set(f.key, quote(f.b))
 	}
 	if m.has("tool_calls") {
 		idx := make([]int64, 0, len(ch.tools))
@@ -310,7 +310,7 @@ func (t *toolCall) render() []byte {
 	if o.has("function") {
 		fn := t.fn
 		if fn.has("arguments") {
-			fn.set("arguments", quote(string(t.args)))
+			fn.set("arguments", quote(t.args))
 		}
 		o.set("function", fn.bytes())
 	}

@@ -109,7 +109,7 @@ func (b *mBlock) delta(d gjson.Result) {
 func (b *mBlock) render() []byte {
 	o := b.obj
 	for k, t := range b.texts {
-		o.set(k, quote(string(t)))
+		o.set(k, quote(t))
 	}
 	if b.hasJSON {
 		var c bytes.Buffer

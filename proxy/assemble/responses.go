@@ -151,7 +151,7 @@ func (x *rItem) render() []byte {
 		o.set("summary", x.parts(x.summary, "s", "text", ""))
 	}
 	if x.hasArgs {
-		o.set("arguments", quote(string(x.args)))
+		o.set("arguments", quote(x.args))
 	}
 	return o.bytes()
 }
@@ -171,10 +171,10 @@ func (x *rItem) parts(parts map[int64][]byte, prefix, key, refusal string) []byt
 			return true
 		})
 		if t, ok := x.texts[prefix+itoa64(i)]; ok {
-			p.set(key, quote(string(t)))
+			p.set(key, quote(t))
 		}
 		if t, ok := x.texts[refusal+itoa64(i)]; ok && refusal != "" {
-			p.set("refusal", quote(string(t)))
+			p.set("refusal", quote(t))
 		}
 		out[j] = p.bytes()
 	}
