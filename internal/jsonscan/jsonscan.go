@@ -1,7 +1,8 @@
 // Package jsonscan walks JSON in place for the proxy's per-event work:
 // validating a chunk, finding the end of a value, telling value kinds apart.
-// It allocates nothing and agrees with gjson (a fuzz test holds Valid to
-// gjson.ValidBytes): the callers fall back to gjson for anything rare.
+// It allocates nothing but a Shape's lists of slots, and agrees with gjson
+// (a fuzz test holds Valid to gjson.ValidBytes): the callers fall back to
+// gjson for anything rare.
 package jsonscan
 
 import (

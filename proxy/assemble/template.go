@@ -45,6 +45,21 @@ type template struct {
 	// stripped by nulling those holes (see Streamer.ReplayStripped).
 	strips bool
 	own    []jsonscan.Elem // scratch: the elements of every hole's value
+	// shapes: the skeletons of the template's logprobs holes (see
+	// jsonscan.Shape), with the elements ValidValueElems found in each,
+	// at offsets in the hole's value; nShapes of them are in use.
+	shapes  []holeShape
+	nShapes int
+	ends    []jsonscan.Span // scratch: the slot extents a shape matched
+}
+
+// holeShape is a logprobs hole's skeleton: a chunk's new logprobs object
+// that matches it is checked by comparing the fixed bytes and scanning the
+// token, logprob and bytes values, and its entries are where the
+// template's were, moved by the values' change in length.
+type holeShape struct {
+	s     jsonscan.Shape
+	elems []jsonscan.Elem
 }
 
 // holeElems are the elements of a hole value's array members (a logprobs
@@ -73,6 +88,7 @@ type hole struct {
 	key        string // holeText: the text key
 	tool       *toolCall
 	null       bool // the caller strips it: null in the stripped chunk
+	shape      int  // holeLogprobs: 1 + its index in template.shapes; 0: none
 }
 
 // note records, during a full parse, that v (a member value of c.cur) is a
@@ -98,6 +114,51 @@ func (t *template) reset() {
 func (t *template) keep(data []byte) {
 	t.data = append(t.data[:0], data...)
 	t.strips = false
+	t.nShapes = 0
+	for i := range t.holes {
+		if h := &t.holes[i]; h.kind == holeLogprobs && t.shapeOf(t.data[h.start:h.end]) {
+			h.shape = t.nShapes
+		}
+	}
+}
+
+// shapeOf adds the shape of a logprobs hole's value v, which the shapes
+// alias, and reports whether v has one.
+func (t *template) shapeOf(v []byte) bool {
+	if t.nShapes == len(t.shapes) {
+		t.shapes = append(t.shapes, holeShape{})
+	}
+	sh := &t.shapes[t.nShapes]
+	if !sh.s.Build(v) {
+		return false
+	}
+	var ok bool
+	if _, ok, sh.elems = jsonscan.ValidValueElems(v, 0, "logprob", sh.elems[:0]); !ok {
+		return false
+	}
+	t.nShapes++
+	return true
+}
+
+// matchShape is ValidValueElems for a logprobs hole's value at data[at]
+// through the hole's shape: it appends the value's elements to t.own and
+// reports where the value ends, or false (appending nothing) when the value
+// does not match the shape, which leaves it to ValidValueElems.
+func (t *template) matchShape(sh *holeShape, data []byte, at int) (int, bool) {
+	end, ok, ends := sh.s.Match(data, at, t.ends[:0])
+	t.ends = ends
+	if !ok {
+		return at, false
+	}
+	for _, e := range sh.elems {
+		m := e.Member
+		if m.Start > 0 { // not the zero Span or Unknown: a member found
+			m = jsonscan.Span{Start: sh.s.Offset(m.Start, at, ends), End: sh.s.Offset(m.End, at, ends)}
+		}
+		span := jsonscan.Span{Start: sh.s.Offset(e.Start, at, ends), End: sh.s.Offset(e.End, at, ends)}
+		t.own = append(t.own, jsonscan.Elem{Span: span, Member: m})
+	}
+	return end, true
 }
 
 // markStrip marks the holes of the template at the given value extents as
@@ -206,9 +267,16 @@ func (t *template) match(data []byte) bool {
 			return false
 		}
 		lo := len(t.own)
-		end, ok, own := jsonscan.ValidValueElems(data, at, "logprob", t.own)
-		if t.own = own; !ok {
-			return false
+		end, ok := 0, false
+		if h.shape > 0 {
+			end, ok = t.matchShape(&t.shapes[h.shape-1], data, at)
+		}
+		if !ok {
+			var own []jsonscan.Elem
+			end, ok, own = jsonscan.ValidValueElems(data, at, "logprob", t.own)
+			if t.own = own; !ok {
+				return false
+			}
 		}
 		t.vals = append(t.vals, val{raw: data[at:end], Type: jsonscan.TypeOf(data[at])})
 		t.elems = append(t.elems, holeElems{t.own[lo:len(t.own):len(t.own)], at}) // re-sliced below: t.own may move

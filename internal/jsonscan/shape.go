@@ -1,0 +1,139 @@
+package jsonscan
+
+// A Shape is the skeleton of a JSON object: its bytes with the values that
+// vary from one stream chunk to the next cut out as slots. A slot is every
+// string that is not a key, every number and literal, and every array of
+// plain integers below the object's own members (a logprobs entry's
+// "bytes"); the object's member arrays themselves (a logprobs object's
+// "content") stay in the skeleton, element by element.
+//
+// A value matches the shape when it equals the skeleton's bytes outside the
+// slots and each slot holds a valid value of the kind the shape's source
+// held there (an integer array: plain integers again). Such a value is
+// valid and has the source's structure, keys and members in the same
+// places, so whatever ValidValueElems finds in it sits where it sat in the
+// source, moved by the slots' change in length before it (Offset). That
+// makes checking a vLLM logprobs object, which every token's chunk carries,
+// a compare of its fixed bytes and a scan of its token, logprob and bytes
+// instead of a walk of the whole object.
+type Shape struct {
+	src   []byte // the source value (aliased)
+	slots []Span // extents in src
+	kinds []byte // per slot: the first byte of the source's value there
+}
+
+// Build makes s the shape of the valid object v, reusing s's memory, and
+// reports whether it could: not when v is not an object, not valid, or
+// nested past what Valid accepts (s then matches nothing). s aliases v,
+// which must not change while s is in use.
+func (s *Shape) Build(v []byte) bool {
+	s.src, s.slots, s.kinds = nil, s.slots[:0], s.kinds[:0]
+	if len(v) == 0 || v[0] != '{' {
+		return false
+	}
+	if end, ok := ValidValue(v, 0); !ok || end != len(v) {
+		return false
+	}
+	s.src = v
+	s.object(0, true)
+	return true
+}
+
+// object notes the slots of the object at src[i] and returns its end;
+// top says it is the shape's own object.
+func (s *Shape) object(i int, top bool) int {
+	i = SkipSpace(s.src, i+1)
+	for s.src[i] != '}' {
+		i = SkipSpace(s.src, SkipString(s.src, i)) // the key, then ':'
+		i = s.value(SkipSpace(s.src, i+1), top)
+		if i = SkipSpace(s.src, i); s.src[i] == ',' {
+			i = SkipSpace(s.src, i+1)
+		}
+	}
+	return i + 1
+}
+
+// value notes the slots of the value at src[i] and returns its end; member
+// says it is a member of the shape's own object.
+func (s *Shape) value(i int, member bool) int {
+	switch s.src[i] {
+	case '{':
+		return s.object(i, false)
+	case '[':
+		if end, ok := plainInts(s.src, i); ok && !member {
+			s.slot(i, end)
+			return end
+		}
+		i = SkipSpace(s.src, i+1)
+		for s.src[i] != ']' {
+			i = SkipSpace(s.src, s.value(i, false))
+			if s.src[i] == ',' {
+				i = SkipSpace(s.src, i+1)
+			}
+		}
+		return i + 1
+	}
+	end := SkipValue(s.src, i)
+	s.slot(i, end)
+	return end
+}
+
+func (s *Shape) slot(start, end int) {
+	s.slots = append(s.slots, Span{start, end})
+	s.kinds = append(s.kinds, s.src[start])
+}
+
+// Match reports whether b holds a value of s's shape at i, and where it
+// ends. It appends the extent in b of each slot's value to ends, which
+// Offset reads; when it reports false, what it appended is meaningless.
+func (s *Shape) Match(b []byte, i int, ends []Span) (int, bool, []Span) {
+	if s.src == nil {
+		return i, false, ends
+	}
+	from := 0 // position in src
+	for k, sl := range s.slots {
+		seg := s.src[from:sl.Start]
+		if len(b)-i < len(seg) || string(b[i:i+len(seg)]) != string(seg) {
+			return i, false, ends
+		}
+		i += len(seg)
+		end, ok := s.slotValue(b, i, s.kinds[k])
+		if !ok {
+			return i, false, ends
+		}
+		ends = append(ends, Span{i, end})
+		i, from = end, sl.End
+	}
+	seg := s.src[from:]
+	if len(b)-i < len(seg) || string(b[i:i+len(seg)]) != string(seg) {
+		return i, false, ends
+	}
+	return i + len(seg), true, ends
+}
+
+// slotValue validates the value at b[i] for a slot whose source value
+// began with kind.
+func (s *Shape) slotValue(b []byte, i int, kind byte) (int, bool) {
+	if i >= len(b) || !SameKind(b[i], kind) {
+		return i, false
+	}
+	if kind == '[' {
+		return plainInts(b, i)
+	}
+	return validValue(b, i, 0) // a string, a number or a literal: no nesting
+}
+
+// Offset returns where the byte at offset x of the shape's source lies in
+// the value Match matched, given the slot extents it appended (ends) and
+// the value's start: x moved by the change in length of the slots that end
+// at or before it. x must not lie inside a slot.
+func (s *Shape) Offset(x, start int, ends []Span) int {
+	n := start + x
+	for k, sl := range s.slots {
+		if sl.End > x {
+			break
+		}
+		n += (ends[k].End - ends[k].Start) - (sl.End - sl.Start)
+	}
+	return n
+}

@@ -1,0 +1,129 @@
+package jsonscan
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// shapeSeeds are logprobs objects as vLLM and SGLang stream them, and
+// objects that test the skeleton's edges.
+var shapeSeeds = []string{
+	`{"content":[{"token":"diff","logprob":-0.125,"bytes":[100,105,102,102],"top_logprobs":[]}]}`,
+	`{"content":[{"token":"a","logprob":-1.5e-3,"bytes":[97],"top_logprobs":[{"token":"a","logprob":-0.001,"bytes":[97]},{"token":"b","logprob":-7,"bytes":null}]}],"refusal":null}`,
+	`{ "content" : [ {"token":"\"}","logprob":-0.75,"bytes":[34,125],"top_logprobs":[]} ] }`,
+	`{"content":[],"refusal":[{"logprob":1}]}`,
+	`{"a":{"b":[1,2,[3]],"c":true},"d":[[1],{"logprob":2}],"e":"x"}`,
+	`{}`,
+}
+
+// TestShapeMatch: a chunk's next logprobs object, with other tokens,
+// logprobs and bytes, matches its shape; one with another structure does
+// not; and what matches is what ValidValueElems finds, where Offset says.
+func TestShapeMatch(t *testing.T) {
+	var s Shape
+	if !s.Build([]byte(shapeSeeds[0])) {
+		t.Fatal("no shape")
+	}
+	if len(s.slots) != 4 { // token, logprob, bytes, top_logprobs' []
+		t.Fatalf("slots %v, want 4", s.slots)
+	}
+	for _, tc := range []struct {
+		v  string
+		ok bool
+	}{
+		{`{"content":[{"token":"x\n\u00e9","logprob":-12.5,"bytes":[120,10,195,169],"top_logprobs":[]}]}`, true},
+		{`{"content":[{"token":"y","logprob":0,"bytes":[],"top_logprobs":[]}]}`, true},
+		{`{"content":[{"token":"y","logprob":0,"bytes":null,"top_logprobs":[]}]}`, false},
+		{`{"content":[{"token":"y","logprob":"0","bytes":[1],"top_logprobs":[]}]}`, false},
+		{`{"content":[{"token":"y","logprob":-01,"bytes":[1],"top_logprobs":[]}]}`, false},
+		{`{"content":[{"token":"y","logprob":1,"bytes":[1, 2],"top_logprobs":[]}]}`, false},
+		{`{"content":[{"token":"y","logprob":1,"bytes":[1],"top_logprobs":[{"token":"y"}]}]}`, false},
+		{`{"content":[{"token":"y","logprob":1,"bytes":[1],"top_logprobs":[]},{"token":"z"}]}`, false},
+		{`{"content":[{"token":"y\q","logprob":1,"bytes":[1],"top_logprobs":[]}]}`, false},
+		{`{"content":[{"token":"y","logprob":1,"bytes":[1],"top_logprobs":[]}]`, false},
+	} {
+		checkShape(t, &s, []byte("data: "+tc.v+"}\n"), 6)
+		_, ok, _ := s.Match([]byte(tc.v), 0, nil)
+		if ok != tc.ok {
+			t.Errorf("%s: match %v, want %v", tc.v, ok, tc.ok)
+		}
+	}
+	// The object's own member arrays are not slots: their elements are
+	// what ValidValueElems reports.
+	if !s.Build([]byte(`{"content":[],"x":[1]}`)) {
+		t.Fatal("no shape")
+	}
+	for _, v := range []string{`{"content":[7],"x":[1]}`, `{"content":[],"x":[1,2]}`} {
+		if _, ok, _ := s.Match([]byte(v), 0, nil); ok {
+			t.Errorf("%s matches the shape of {\"content\":[],\"x\":[1]}", v)
+		}
+	}
+	if s.Build([]byte(`[1]`)) || s.Build([]byte(`{"a":}`)) || s.Build([]byte(`{"a":1}x`)) {
+		t.Error("a shape of what is not one valid object")
+	}
+	if _, ok, _ := s.Match([]byte(`{"a":1}`), 0, nil); ok {
+		t.Error("a failed Build left a shape that matches")
+	}
+}
+
+// checkShape: where s matches b at i, ValidValueElems accepts the same
+// extent and finds the source's elements moved as Offset says.
+func checkShape(t *testing.T, s *Shape, b []byte, i int) {
+	t.Helper()
+	end, ok, ends := s.Match(b, i, nil)
+	if !ok {
+		return
+	}
+	gEnd, gOK, got := ValidValueElems(b, i, "logprob", nil)
+	if !gOK || gEnd != end {
+		t.Fatalf("%q at %d: shape matched to %d, ValidValueElems %d %v", b, i, end, gEnd, gOK)
+	}
+	_, _, src := ValidValueElems(s.src, 0, "logprob", nil)
+	want := make([]Elem, len(src))
+	for k, e := range src {
+		want[k].Span = Span{s.Offset(e.Start, i, ends), s.Offset(e.End, i, ends)}
+		want[k].Member = e.Member
+		if e.Member.Start > 0 {
+			want[k].Member = Span{s.Offset(e.Member.Start, i, ends), s.Offset(e.Member.End, i, ends)}
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("%q at %d: ValidValueElems found %v, the shape says %v", b, i, got, want)
+	}
+}
+
+// FuzzShape: a value made from a seed's by replacing its slots' values,
+// or any bytes at all, either does not match the seed's shape or is what
+// ValidValueElems says it is.
+func FuzzShape(f *testing.F) {
+	for k, s := range shapeSeeds {
+		f.Add(uint8(k), "x\x1f-1\x1f[5,6]", s)
+	}
+	f.Add(uint8(0), "\"\\u12\x1f1e5\x1f[]\x1f[0]", `{"content":[]}`)
+	f.Add(uint8(3), "[5]", "")
+	f.Fuzz(func(t *testing.T, seed uint8, vals, raw string) {
+		var s Shape
+		if !s.Build([]byte(shapeSeeds[int(seed)%len(shapeSeeds)])) {
+			t.Fatal("no shape of a seed")
+		}
+		// The seed with its slots' values replaced, in order.
+		var b strings.Builder
+		b.WriteString("[[")
+		from := 0
+		repl := strings.Split(vals, "\x1f")
+		for k, sl := range s.slots {
+			b.Write(s.src[from:sl.Start])
+			if k < len(repl) {
+				b.WriteString(repl[k])
+			} else {
+				b.Write(s.src[sl.Start:sl.End])
+			}
+			from = sl.End
+		}
+		b.Write(s.src[from:])
+		b.WriteString("]]")
+		checkShape(t, &s, []byte(b.String()), 2)
+		checkShape(t, &s, []byte(raw), 0)
+	})
+}
