@@ -2,6 +2,7 @@ package jsonscan
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 
 	"github.com/tidwall/gjson"
@@ -122,6 +123,34 @@ func checkMembers(t *testing.T, b []byte) {
 	})
 	if k != len(members) {
 		t.Fatalf("%q: %d members, gjson %d", b, len(members), k)
+	}
+	// Handing the member arrays to a reader that takes the plain integer
+	// ones (as the assembler's prompt ids) changes nothing, nor does one
+	// that takes none; every array member is offered, once.
+	offered := 0
+	for _, take := range []bool{true, false} {
+		got, gok := ValidMembersWith(b, nil, func(key Span, i int) (int, bool) {
+			if b[key.Start] != '"' || b[i] != '[' {
+				t.Fatalf("%q: offered key %v and value at %d", b, key, i)
+			}
+			offered++
+			if !take {
+				return 0, false
+			}
+			return plainInts(b, i)
+		})
+		if gok != ok || !slices.Equal(got, members) {
+			t.Fatalf("%q: ValidMembersWith (taking %v) = %v, %v; ValidMembers %v, %v", b, take, got, gok, members, ok)
+		}
+	}
+	arrays := 0
+	for _, m := range members {
+		if b[m.Value.Start] == '[' {
+			arrays++
+		}
+	}
+	if offered != 2*arrays {
+		t.Fatalf("%q: %d member arrays offered, want %d", b, offered/2, arrays)
 	}
 }
 

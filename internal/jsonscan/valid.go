@@ -236,11 +236,21 @@ type Member struct{ Key, Value Span }
 // validating it need not skip each value again. When it reports false,
 // what it appended is meaningless.
 func ValidMembers(b []byte, members []Member) ([]Member, bool) {
+	return ValidMembersWith(b, members, nil)
+}
+
+// ValidMembersWith is ValidMembers that first offers the value of each
+// member that is an array to array, with the member's key and the
+// array's offset: array may read the array itself (a caller that converts
+// it anyway, token ids, need not have it scanned twice) and report where
+// it ends, but only for an array that is valid JSON; reporting false leaves
+// the array to ValidMembers.
+func ValidMembersWith(b []byte, members []Member, array func(key Span, i int) (int, bool)) ([]Member, bool) {
 	i := SkipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return members, false
 	}
-	sc := objScan{members: &members}
+	sc := objScan{members: &members, array: array}
 	end, ok := validObject(b, i, 0, &sc)
 	return members, ok && SkipSpace(b, end) == len(b)
 }
@@ -319,6 +329,8 @@ type objScan struct {
 	// scanned for its member named elemKey (see Elem).
 	elems   *[]Elem
 	elemKey string
+	// array: offered every array member first (see ValidMembersWith).
+	array func(key Span, i int) (int, bool)
 }
 
 // note takes in one member of the object.
@@ -362,10 +374,15 @@ func validObject(b []byte, i, depth int, s *objScan) (int, bool) {
 			return i, false
 		}
 		v := SkipSpace(b, i+1)
-		if s != nil && s.elems != nil && v < len(b) && b[v] == '[' {
+		switch {
+		case s != nil && s.array != nil && v < len(b) && b[v] == '[':
+			if i, ok = s.array(key, v); !ok {
+				i, ok = validValue(b, v, depth+1)
+			}
+		case s != nil && s.elems != nil && v < len(b) && b[v] == '[':
 			// what validValue(b, v, depth+1) would validate, at its depth
 			i, ok = validArrayElems(b, v, depth+2, s.elemKey, s.elems)
-		} else {
+		default:
 			i, ok = validValue(b, v, depth+1)
 		}
 		if !ok {

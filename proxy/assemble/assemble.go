@@ -143,26 +143,28 @@ func appendIDs(dst []int32, v val) (out []int32, n int, ok bool) {
 		return dst, 0, false
 	}
 	start := len(dst)
-	fast, ok := appendPlainInts(dst, v.raw)
+	fast, _, ok := appendPlainInts(dst, v.raw)
 	if ok {
 		return fast, len(fast) - start, true
 	}
 	return appendIDsSlow(fast[:start], v)
 }
 
-// appendPlainInts appends the elements of the JSON array b to dst when each
-// is a plain integer (digits without sign, fraction, exponent or leading
-// zero) that fits an int32, as engines write token ids; on anything else it
-// reports false, with dst's contents past its length undefined, and the
-// caller takes the general path. Prompt ids run to thousands a call, and
-// the general path scanned each twice, through a callback.
-func appendPlainInts(dst []int32, b []byte) ([]int32, bool) {
+// appendPlainInts appends the elements of the JSON array that b starts with
+// to dst when each is a plain integer (digits without sign, fraction,
+// exponent or leading zero) that fits an int32, as engines write token ids,
+// and reports where the array ends in b; such an array is valid JSON. On
+// anything else it reports false, with dst's contents past its length
+// undefined, and the caller takes the general path. Prompt ids run to
+// thousands a call, and the general path scanned each twice, through a
+// callback.
+func appendPlainInts(dst []int32, b []byte) ([]int32, int, bool) {
 	if len(b) > 64 && cap(dst)-len(dst) < len(b)/4 {
 		dst = slices.Grow(dst, bytes.Count(b, []byte{','})+1)
 	}
 	i := jsonscan.SkipSpace(b, 1)
 	if i < len(b) && b[i] == ']' {
-		return dst, true
+		return dst, i + 1, true
 	}
 	for i < len(b) {
 		j, n := i, int64(0)
@@ -170,7 +172,7 @@ func appendPlainInts(dst []int32, b []byte) ([]int32, bool) {
 			n = n*10 + int64(b[j]-'0')
 		}
 		if j == i || n > math.MaxInt32 || (b[i] == '0' && j-i > 1) {
-			return dst, false
+			return dst, 0, false
 		}
 		dst = append(dst, int32(n))
 		if j < len(b) && b[j] == ',' && j+1 < len(b) && b[j+1]-'0' <= 9 {
@@ -182,12 +184,12 @@ func appendPlainInts(dst []int32, b []byte) ([]int32, bool) {
 		case i < len(b) && b[i] == ',':
 			i = jsonscan.SkipSpace(b, i+1)
 		case i < len(b) && b[i] == ']':
-			return dst, true
+			return dst, i + 1, true
 		default:
-			return dst, false
+			return dst, 0, false
 		}
 	}
-	return dst, false
+	return dst, 0, false
 }
 
 // appendIDsSlow is appendIDs for any array: each element read as a value.

@@ -28,6 +28,11 @@ type choices struct {
 	cur     []byte            // the chunk being parsed in full (for template offsets)
 	members []jsonscan.Member // scratch: the members of the chunk being parsed
 	group   int               // choice objects seen in the chunk being parsed
+	// parsed: the top-level prompt_token_ids the validation of the chunk
+	// being parsed read (see readPrompt), and where in the chunk; at -1
+	// when none.
+	parsed   []int32
+	parsedAt int
 }
 
 // idList is a list of token ids and whether the upstream sent it at all.
@@ -61,8 +66,12 @@ func (c *choices) event(_ string, data []byte) {
 	c.tpl.reset()
 	// A strictly valid object's members are found as it is validated; the
 	// rest (what only gjson's leniency accepts) is walked by ForEach.
-	members, strict := jsonscan.ValidMembers(data, c.members[:0])
-	c.members = members
+	c.cur, c.parsedAt = data, -1
+	members, strict := jsonscan.ValidMembersWith(data, c.members[:0], c.readPrompt)
+	c.members, c.cur = members, nil
+	if !strict {
+		c.parsedAt = -1
+	}
 	if !strict && !gjson.ValidBytes(data) {
 		c.errs = append(c.errs, "malformed chunk "+itoa(c.nChunks))
 		return
@@ -118,7 +127,7 @@ func (c *choices) topField(k, v val) {
 		}
 		c.top.mergeRaw(k, v.raw)
 	case "prompt_token_ids":
-		if ids, ok := tokenIDs(v); ok && !c.prompt.seen {
+		if ids, ok := c.promptIDs(v); ok && !c.prompt.seen {
 			c.prompt = idList{ids, true}
 		}
 		if c.unseen.has("prompt_token_ids", false) {
@@ -136,6 +145,36 @@ func (c *choices) topField(k, v val) {
 }
 
 var chatCompletion = quote("chat.completion")
+
+// readPrompt reads the prompt_token_ids array at c.cur[i] while the chunk
+// is validated (jsonscan.ValidMembersWith): a vLLM stream's first chunk
+// carries the whole prompt's ids, which were validated and then scanned
+// again to convert them. It declines any other member, and ids it cannot
+// read on the fast path (appendPlainInts), which are validated as before
+// and read by topField.
+func (c *choices) readPrompt(key jsonscan.Span, i int) (int, bool) {
+	if string(c.cur[key.Start:key.End]) != `"prompt_token_ids"` || c.parsedAt >= 0 || c.prompt.seen {
+		return 0, false
+	}
+	ids, n, ok := appendPlainInts(nil, c.cur[i:])
+	if !ok {
+		return 0, false
+	}
+	if ids == nil {
+		ids = []int32{}
+	}
+	c.parsed, c.parsedAt = ids, i
+	return i + n, true
+}
+
+// promptIDs is tokenIDs for a top-level prompt_token_ids value, taking
+// what readPrompt read when v is that value.
+func (c *choices) promptIDs(v val) ([]int32, bool) {
+	if c.parsedAt >= 0 && len(v.raw) > 0 && &v.raw[0] == &c.cur[c.parsedAt] {
+		return c.parsed, true
+	}
+	return tokenIDs(v)
+}
 
 // sglext reads SGLang's response-level token ids: input_ids (the prompt) and
 // output_ids (one list per choice).

@@ -6,6 +6,9 @@ import (
 	"testing"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/orchard-rl/orchard/internal/jsonscan"
+	"github.com/orchard-rl/orchard/recorder"
 )
 
 // FuzzAppendIDs: the plain-integer fast path appends exactly what reading
@@ -63,5 +66,61 @@ func BenchmarkAppendIDs(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// FuzzPlainIntsEnd: where appendPlainInts reads an array at the start of
+// any bytes, the array is valid JSON ending where it says, as
+// jsonscan.ValidMembersWith requires of what it is handed.
+func FuzzPlainIntsEnd(f *testing.F) {
+	for _, s := range []string{"[]", "[1,2,3]}", "[ 0 , 151644 ] ,", "[2147483647]x", "[01]", "[1,]", "[1 2]", "[1,2", "[3]]"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) == 0 || b[0] != '[' {
+			return
+		}
+		_, end, ok := appendPlainInts(nil, b)
+		if !ok {
+			return
+		}
+		if vend, vok := jsonscan.ValidValue(b, 0); !vok || vend != end {
+			t.Fatalf("%q: appendPlainInts read an array ending at %d, ValidValue says %d, %v", b, end, vend, vok)
+		}
+	})
+}
+
+// TestPromptIDsRead: the prompt ids read while the chunk is validated are
+// the ones the member holds, and whatever that fast read declines (spaces
+// it cannot take, an escaped key, an id past int32, a chunk invalid after
+// the ids) comes out as it did before.
+func TestPromptIDsRead(t *testing.T) {
+	for _, tc := range []struct {
+		chunk string
+		want  []int32 // nil: no prompt ids
+	}{
+		{`{"id":"a","choices":[],"prompt_token_ids":[5,6,7]}`, []int32{5, 6, 7}},
+		{`{"id":"a","choices":[],"prompt_token_ids":[ 5 , 6 ]}`, []int32{5, 6}},
+		{`{"id":"a","choices":[],"prompt_token_ids":[]}`, []int32{}},
+		{`{"id":"a","prompt_token_ids":[1],"prompt_token_ids":[2]}`, []int32{1}},
+		{`{"id":"a","prompt\u005ftoken_ids":[8,9]}`, []int32{8, 9}},
+		{`{"id":"a","prompt_token_ids":[2147483648]}`, nil},
+		{`{"id":"a","prompt_token_ids":[-1,2]}`, []int32{-1, 2}},
+		{`{"id":"a","prompt_token_ids":[3,4],"x":tru}`, nil},
+		{`{"id":"a","prompt_token_ids":null}`, nil},
+	} {
+		s, err := NewStreamer(recorder.APIChatCompletions)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Write([]byte("data: " + tc.chunk + "\n\ndata: [DONE]\n\n"))
+		r := s.Result()
+		var got []int32
+		if r.Tokens != nil {
+			got = r.Tokens.PromptIDs
+		}
+		if (got == nil) != (tc.want == nil) || !slices.Equal(got, tc.want) {
+			t.Errorf("%s: prompt ids %v, want %v", tc.chunk, got, tc.want)
+		}
 	}
 }
