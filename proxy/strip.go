@@ -5,12 +5,14 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"unsafe"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 
+	"github.com/orchard-rl/orchard/internal/jsonscan"
 	"github.com/orchard-rl/orchard/internal/sse"
 	"github.com/orchard-rl/orchard/proxy/assemble"
 )
@@ -198,8 +200,11 @@ func (s *stripper) event(dst, ev []byte) []byte {
 			return append(out, ev[end:]...)
 		}
 	}
-	edits, drop := s.rules.plan(data, true)
-	s.assembleEvent(ev)
+	d := chunkDoc{data: data}
+	if s.asm != nil {
+		d.members, d.known = s.asm.EventMembers(ev, data)
+	}
+	edits, drop := s.rules.plan(d, true)
 	if drop {
 		s.replays = false
 		return dst[:base] // the usage-only chunk the client did not ask for
@@ -244,7 +249,7 @@ func (r stripRules) rewrite(data []byte, chunk bool) ([]byte, bool) {
 
 // appendRewritten appends data with the injected fields removed to dst.
 func (r stripRules) appendRewritten(dst, data []byte, chunk bool) ([]byte, bool) {
-	edits, drop := r.plan(data, chunk)
+	edits, drop := r.plan(chunkDoc{data: data}, chunk)
 	if drop {
 		return dst, true
 	}
@@ -253,17 +258,17 @@ func (r stripRules) appendRewritten(dst, data []byte, chunk bool) ([]byte, bool)
 
 // plan finds the edits that remove the injected fields from data, or
 // reports that the whole chunk is to be dropped.
-func (r stripRules) plan(data []byte, chunk bool) ([]edit, bool) {
+func (r stripRules) plan(d chunkDoc, chunk bool) ([]edit, bool) {
 	var edits []edit
 	if r.usage && chunk {
-		u := lookup(data, "usage")
+		u := d.get("usage")
 		switch {
 		case !u.Exists():
 		case u.Type == gjson.Null:
-			if r.nullUsage && !serverShaped(data) {
+			if r.nullUsage && !serverShaped(d) {
 				edits = append(edits, edit{at: -1, path: "usage"})
 			}
-		case lookup(data, "choices.#").Int() == 0:
+		case d.get("choices.#").Int() == 0:
 			return nil, true
 		case r.continuous && r.usageNull && u.Index > 0:
 			edits = append(edits, edit{at: u.Index, n: len(u.Raw)})
@@ -274,17 +279,62 @@ func (r stripRules) plan(data []byte, chunk bool) ([]edit, bool) {
 	if len(r.fields) == 0 {
 		return edits, false
 	}
-	n := int(lookup(data, "choices.#").Int())
+	n := int(d.get("choices.#").Int())
 	for _, f := range r.fields {
 		if !f.PerChoice {
-			edits = find(f, data, f.Name, edits)
+			edits = find(f, d, f.Name, edits)
 			continue
 		}
 		for i := range n {
-			edits = find(f, data, "choices."+strconv.Itoa(i)+"."+f.Name, edits)
+			edits = find(f, d, "choices."+strconv.Itoa(i)+"."+f.Name, edits)
 		}
 	}
 	return edits, false
+}
+
+// chunkDoc is a chunk or body whose members plan looks up: by path with
+// gjson, or, when the assembler validated it on the way (known), through
+// its top-level members, so that each lookup reads one member's value
+// instead of the chunk up to it. A vLLM stream's first chunk carries the
+// whole prompt's ids, which every lookup of a member after them, or of one
+// the chunk lacks (usage), read again.
+type chunkDoc struct {
+	data    []byte
+	members []jsonscan.Member // extents in data, in order
+	known   bool
+}
+
+// get is gjson.Get(data, path), whose answer's Raw aliases data. Like
+// gjson, it takes the first member of the name, or for a longer path the
+// first of the name in which the rest of the path is found (a key can
+// repeat).
+func (d chunkDoc) get(path string) gjson.Result {
+	if !d.known {
+		return lookup(d.data, path)
+	}
+	name, rest, _ := strings.Cut(path, ".")
+	for _, m := range d.members {
+		key := d.data[m.Key.Start+1 : m.Key.End-1]
+		if bytes.IndexByte(key, '\\') >= 0 {
+			return lookup(d.data, path) // gjson compares keys unescaped
+		}
+		if string(key) != name {
+			continue
+		}
+		v := unsafe.String(unsafe.SliceData(d.data[m.Value.Start:]), m.Value.End-m.Value.Start)
+		if rest == "" {
+			r := gjson.Parse(v)
+			r.Index = m.Value.Start
+			return r
+		}
+		if r := gjson.Get(v, rest); r.Exists() {
+			if r.Index > 0 {
+				r.Index += m.Value.Start
+			}
+			return r
+		}
+	}
+	return gjson.Result{}
 }
 
 // lookup is gjson.GetBytes without its copy of the value: the result's Raw
@@ -298,8 +348,8 @@ func lookup(data []byte, path string) gjson.Result {
 // serverShaped reports whether a chunk's first choice has a field only
 // vLLM (stop_reason) or SGLang (matched_stop) writes: such a server sends
 // its "usage":null whether or not include_usage was asked for.
-func serverShaped(data []byte) bool {
-	c := lookup(data, "choices.0")
+func serverShaped(d chunkDoc) bool {
+	c := d.get("choices.0")
 	return c.Get("stop_reason").Exists() || c.Get("matched_stop").Exists()
 }
 
@@ -310,8 +360,8 @@ type edit struct {
 }
 
 // find notes the edit that strips f's value at path, if there is one.
-func find(f assemble.Unseen, data []byte, path string, edits []edit) []edit {
-	v := lookup(data, path)
+func find(f assemble.Unseen, d chunkDoc, path string, edits []edit) []edit {
+	v := d.get(path)
 	switch {
 	case !v.Exists():
 	case f.Remove:

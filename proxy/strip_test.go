@@ -6,6 +6,7 @@ import (
 	"testing"
 	"testing/iotest"
 
+	"github.com/orchard-rl/orchard/internal/jsonscan"
 	"github.com/orchard-rl/orchard/internal/sse"
 	"github.com/orchard-rl/orchard/proxy/assemble"
 )
@@ -135,4 +136,36 @@ func TestStripperGivesUpSays(t *testing.T) {
 	if string(got) != want || !passed {
 		t.Fatalf("gave up: %v; got\n%q\nwant\n%q", passed, got, want)
 	}
+}
+
+// FuzzChunkDocGet holds the stripper's lookups through a chunk's members
+// (what the assembler found validating it) to gjson's lookups of the same
+// paths in the whole chunk: the same value at the same offset, repeated
+// and escaped keys included.
+func FuzzChunkDocGet(f *testing.F) {
+	for _, s := range []string{
+		`{"id":"x","choices":[{"index":0,"delta":{},"logprobs":null,"token_ids":[1]}],"prompt_token_ids":[5,6]}`,
+		`{"choices":"","choices":[{"logprobs":{}}],"usage":null}`,
+		`{"choices":[{}],"choices":[{"logprobs":1,"stop_reason":null}],"usage":{"a":1},"usage":2}`,
+		`{"us\u0061ge":1,"usage":2,"choices":[]}`,
+		`{"prompt_token_ids":"x","prompt_token_ids":[1]}`,
+		`{}`,
+	} {
+		f.Add([]byte(s))
+	}
+	paths := []string{"usage", "choices", "choices.#", "choices.0", "choices.0.token_ids", "choices.1.logprobs",
+		"choices.0.stop_reason", "prompt_token_ids", "choices.0.prompt_token_ids"}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		members, ok := jsonscan.ValidMembers(data, nil)
+		if !ok {
+			return
+		}
+		d := chunkDoc{data: data, members: members, known: true}
+		for _, p := range paths {
+			got, want := d.get(p), lookup(data, p)
+			if got.Exists() != want.Exists() || got.Raw != want.Raw || got.Index != want.Index || got.Type != want.Type {
+				t.Fatalf("%s in %q: %q at %d (%v), gjson %q at %d (%v)", p, data, got.Raw, got.Index, got.Type, want.Raw, want.Index, want.Type)
+			}
+		}
+	})
 }

@@ -33,6 +33,10 @@ type choices struct {
 	// when none.
 	parsed   []int32
 	parsedAt int
+	// parsedData: the last chunk found a strictly valid object, whose
+	// members are c.members (see Streamer.EventMembers); compared by
+	// address only.
+	parsedData []byte
 }
 
 // idList is a list of token ids and whether the upstream sent it at all.
@@ -60,6 +64,7 @@ func (c *choices) event(_ string, data []byte) {
 		return
 	}
 	c.nChunks++
+	c.parsedData = nil // c.members are about to be another chunk's
 	if c.tpl.replay(data) {
 		return
 	}
@@ -71,6 +76,8 @@ func (c *choices) event(_ string, data []byte) {
 	c.members, c.cur = members, nil
 	if !strict {
 		c.parsedAt = -1
+	} else {
+		c.parsedData = data
 	}
 	if !strict && !gjson.ValidBytes(data) {
 		c.errs = append(c.errs, "malformed chunk "+itoa(c.nChunks))

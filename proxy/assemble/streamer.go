@@ -74,6 +74,25 @@ func (s *Streamer) Event(raw []byte) {
 	s.event(raw)
 }
 
+// EventMembers is Event that also returns the top-level members of data,
+// the JSON of raw's one data line (a part of raw), as the assembler found
+// them validating the chunk, when it parsed that chunk in full and found it
+// one strictly valid object; otherwise (a replayed, buffered, malformed or
+// non-chat chunk) ok is false and the caller looks for itself. The
+// members' extents are offsets in data, good until the next call.
+func (s *Streamer) EventMembers(raw, data []byte) (members []jsonscan.Member, ok bool) {
+	c, isChoices := s.a.(*choices)
+	if isChoices {
+		c.parsedData = nil
+	}
+	s.Event(raw)
+	if !isChoices || len(data) == 0 || len(c.parsedData) != len(data) || &c.parsedData[0] != &data[0] {
+		return nil, false
+	}
+	c.parsedData = nil
+	return c.members, true
+}
+
 // Span is a JSON value's extent in an event's data: data[Start:End].
 type Span = jsonscan.Span
 
