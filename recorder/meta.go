@@ -10,6 +10,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/orchard-rl/orchard/internal/jsonout"
 	"github.com/orchard-rl/orchard/internal/jsonscan"
 )
 
@@ -218,8 +219,7 @@ func (m metaMap) json() []byte {
 		if i > 0 {
 			out = append(out, ',')
 		}
-		kb, _ := json.Marshal(kv.k) // a string always marshals
-		out = append(append(append(out, kb...), ':'), kv.v...)
+		out = append(append(jsonout.String(out, kv.k), ':'), kv.v...)
 	}
 	return append(out, '}')
 }

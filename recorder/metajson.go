@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"time"
 	"unsafe"
+
+	"github.com/orchard-rl/orchard/internal/jsonout"
 )
 
 // metaWriter appends a call's metadata as JSON: the same bytes encoding/json
@@ -16,10 +18,9 @@ import (
 // the proxy records; encoding/json's reflection and the parse after it cost
 // about 5% of the proxy's CPU on the token path.
 //
-// Whatever encoding/json writes with more than a plain append (a string with
-// a byte it escapes or a non-ASCII rune, a NaN or infinite logprob, a time
-// outside RFC 3339's years) makes the writer give up, and marshalMeta uses
-// encoding/json instead. TestMetaWriterFields fails when Call gains a field
+// What encoding/json rejects (a NaN or infinite logprob, a time outside
+// RFC 3339's years) makes the writer give up, and marshalMeta reports
+// encoding/json's error. TestMetaWriterFields fails when Call gains a field
 // the writer does not know; FuzzMetaWriter holds it to encoding/json.
 type metaWriter struct {
 	b       []byte
@@ -137,18 +138,7 @@ func (w *metaWriter) optStr(key, s string) {
 	}
 }
 
-// str writes s quoted when no byte of it needs more than that: printable
-// ASCII but for the quote, the backslash and the HTML characters
-// encoding/json escapes.
-func (w *metaWriter) str(s string) {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			w.failed = true
-			return
-		}
-	}
-	w.b = append(append(append(w.b, '"'), s...), '"')
-}
+func (w *metaWriter) str(s string) { w.b = jsonout.String(w.b, s) }
 
 func (w *metaWriter) strs(ss []string) {
 	w.b = append(w.b, '[')
@@ -175,19 +165,13 @@ func (w *metaWriter) time(t time.Time) {
 	w.b = append(b, '"')
 }
 
+// ids writes ids as encoding/json writes an []int32: null when nil.
 func (w *metaWriter) ids(ids []int32) {
 	if ids == nil {
 		w.b = append(w.b, "null"...)
 		return
 	}
-	w.b = append(w.b, '[')
-	for i, id := range ids {
-		if i > 0 {
-			w.b = append(w.b, ',')
-		}
-		w.b = strconv.AppendInt(w.b, int64(id), 10)
-	}
-	w.b = append(w.b, ']')
+	w.b = jsonout.Int32s(w.b, ids)
 }
 
 // floats writes a []float32 as encoding/json does: like JavaScript's

@@ -87,10 +87,14 @@ func TestMetaWriter(t *testing.T) {
 			t.Fatalf("case %d", i)
 		}
 	}
-	if w := (metaWriter{}); true {
-		w.call(metaCases()[0])
-		if w.failed {
-			t.Error("the writer gave up on a call it can write")
+	// It gives up only on what encoding/json rejects (the NaN, the
+	// infinity and the year 10000 among the cases): strings that need
+	// escapes are its own work.
+	cases := metaCases()
+	for i, c := range append(cases[:9:9], cases[12:]...) {
+		var w metaWriter
+		if w.call(c); w.failed {
+			t.Errorf("case %d: the writer gave up on a call it can write", i)
 		}
 	}
 }

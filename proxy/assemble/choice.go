@@ -5,6 +5,8 @@ import (
 	"slices"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/orchard-rl/orchard/internal/jsonout"
 )
 
 // textKeys are the message fields whose deltas are concatenated: content,
@@ -274,7 +276,7 @@ func (ch *choice) appendTo(b []byte, out *object, lp, ids bool) []byte {
 		case k == "logprobs" && lp:
 			return ch.lp.appendTo(b), true
 		case k == "token_ids" && ids:
-			return appendInts(b, ch.ids.ids), true
+			return jsonout.Int32s(b, ch.ids.ids), true
 		}
 		return b, false
 	})

@@ -28,15 +28,14 @@ type choices struct {
 	cur     []byte            // the chunk being parsed in full (for template offsets)
 	members []jsonscan.Member // scratch: the members of the chunk being parsed
 	group   int               // choice objects seen in the chunk being parsed
-	// parsed: the top-level prompt_token_ids the validation of the chunk
-	// being parsed read (see readPrompt), and where in the chunk; at -1
-	// when none.
-	parsed   []int32
-	parsedAt int
-	// parsedData: the last chunk found a strictly valid object, whose
-	// members are c.members (see Streamer.EventMembers); compared by
-	// address only.
-	parsedData []byte
+	// promptRead: the top-level prompt_token_ids that validating the chunk
+	// being parsed read (see readPrompt), at promptAt in it; -1: none.
+	promptRead []int32
+	promptAt   int
+	// validated: the last chunk, when it was found a strictly valid
+	// object, whose members are then c.members (see
+	// Streamer.EventMembers); compared by address only.
+	validated []byte
 }
 
 // idList is a list of token ids and whether the upstream sent it at all.
@@ -64,20 +63,26 @@ func (c *choices) event(_ string, data []byte) {
 		return
 	}
 	c.nChunks++
-	c.parsedData = nil // c.members are about to be another chunk's
+	c.validated = nil // c.members are about to be another chunk's
 	if c.tpl.replay(data) {
 		return
 	}
 	c.tpl.reset()
+	c.cur, c.promptAt = data, -1
+	c.parse(data)
+	c.cur = nil
+}
+
+// parse merges a chunk that did not replay through the template, c.cur.
+func (c *choices) parse(data []byte) {
 	// A strictly valid object's members are found as it is validated; the
 	// rest (what only gjson's leniency accepts) is walked by ForEach.
-	c.cur, c.parsedAt = data, -1
 	members, strict := jsonscan.ValidMembersWith(data, c.members[:0], c.readPrompt)
-	c.members, c.cur = members, nil
+	c.members = members
 	if !strict {
-		c.parsedAt = -1
+		c.promptAt = -1
 	} else {
-		c.parsedData = data
+		c.validated = data
 	}
 	if !strict && !gjson.ValidBytes(data) {
 		c.errs = append(c.errs, "malformed chunk "+itoa(c.nChunks))
@@ -93,7 +98,7 @@ func (c *choices) event(_ string, data []byte) {
 	}
 	// Only strictly valid JSON (not what only gjson's leniency accepts)
 	// becomes a template: its exactness argument assumes a valid document.
-	c.cur, c.group, c.tpl.ok = data, 0, strict
+	c.group, c.tpl.ok = 0, strict
 	if strict {
 		for _, m := range members {
 			k, v := data[m.Key.Start:m.Key.End], data[m.Value.Start:m.Value.End]
@@ -108,7 +113,6 @@ func (c *choices) event(_ string, data []byte) {
 	if c.tpl.ok {
 		c.tpl.keep(data)
 	}
-	c.cur = nil
 }
 
 // topField merges one top-level member of a chunk. Keys and values alias
@@ -160,7 +164,7 @@ var chatCompletion = quote("chat.completion")
 // read on the fast path (appendPlainInts), which are validated as before
 // and read by topField.
 func (c *choices) readPrompt(key jsonscan.Span, i int) (int, bool) {
-	if string(c.cur[key.Start:key.End]) != `"prompt_token_ids"` || c.parsedAt >= 0 || c.prompt.seen {
+	if string(c.cur[key.Start:key.End]) != `"prompt_token_ids"` || c.promptAt >= 0 || c.prompt.seen {
 		return 0, false
 	}
 	ids, n, ok := appendPlainInts(nil, c.cur[i:])
@@ -170,15 +174,15 @@ func (c *choices) readPrompt(key jsonscan.Span, i int) (int, bool) {
 	if ids == nil {
 		ids = []int32{}
 	}
-	c.parsed, c.parsedAt = ids, i
+	c.promptRead, c.promptAt = ids, i
 	return i + n, true
 }
 
 // promptIDs is tokenIDs for a top-level prompt_token_ids value, taking
 // what readPrompt read when v is that value.
 func (c *choices) promptIDs(v val) ([]int32, bool) {
-	if c.parsedAt >= 0 && len(v.raw) > 0 && &v.raw[0] == &c.cur[c.parsedAt] {
-		return c.parsed, true
+	if c.promptAt >= 0 && len(v.raw) > 0 && &v.raw[0] == &c.cur[c.promptAt] {
+		return c.promptRead, true
 	}
 	return tokenIDs(v)
 }

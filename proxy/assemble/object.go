@@ -3,8 +3,8 @@ package assemble
 import (
 	"bytes"
 	"slices"
-	"strconv"
-	"unicode/utf8"
+
+	"github.com/orchard-rl/orchard/internal/jsonout"
 )
 
 // object is a JSON object under construction whose keys keep the order in
@@ -107,76 +107,14 @@ func (o *object) appendTo(b []byte, value func(b []byte, k string) ([]byte, bool
 }
 
 // appendKey appends k as a JSON string.
-func appendKey(b []byte, k string) []byte { return appendQuoted(b, k) }
+func appendKey(b []byte, k string) []byte { return jsonout.String(b, k) }
 
 func isNull(raw []byte) bool { return string(bytes.TrimSpace(raw)) == "null" }
 
 var nullJSON = []byte("null")
 
 // quote encodes s as a JSON string.
-func quote[S []byte | string](s S) []byte { return appendQuoted(make([]byte, 0, len(s)+2), s) }
-
-// appendQuoted appends s as a JSON string, byte for byte as encoding/json
-// writes it (assembled responses have always been written so, and the
-// records' goldens hold them): the quote, the backslash and control
-// characters escaped (\b, \f, \n, \r and \t by name, the others as \u00XX),
-// <, > and & as \u003c, \u003e and \u0026, U+2028 and U+2029 escaped, and
-// each byte of invalid UTF-8 as \ufffd. FuzzAppendQuoted holds it to
-// encoding/json.
-func appendQuoted[S []byte | string](b []byte, s S) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = appendEscape(append(b, s[start:i]...), c)
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(string(s[i:min(i+utf8.UTFMax, len(s))]))
-		var esc string
-		switch {
-		case r == utf8.RuneError && size == 1:
-			esc = `\ufffd`
-		case r == '\u2028':
-			esc = `\u2028`
-		case r == '\u2029':
-			esc = `\u2029`
-		}
-		if esc != "" {
-			b = append(append(b, s[start:i]...), esc...)
-			start = i + size
-		}
-		i += size
-	}
-	return append(append(b, s[start:]...), '"')
-}
-
-// appendEscape appends the escape of an ASCII byte appendQuoted does not
-// copy.
-func appendEscape(b []byte, c byte) []byte {
-	switch c {
-	case '"', '\\':
-		return append(b, '\\', c)
-	case '\b':
-		return append(b, '\\', 'b')
-	case '\f':
-		return append(b, '\\', 'f')
-	case '\n':
-		return append(b, '\\', 'n')
-	case '\r':
-		return append(b, '\\', 'r')
-	case '\t':
-		return append(b, '\\', 't')
-	}
-	const hex = "0123456789abcdef"
-	return append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
-}
+func quote[S []byte | string](s S) []byte { return jsonout.String(make([]byte, 0, len(s)+2), s) }
 
 // rawArray renders elements (each valid JSON) as a JSON array.
 func rawArray(elems [][]byte) []byte {
@@ -191,18 +129,6 @@ func rawArray(elems [][]byte) []byte {
 			b = append(b, ',')
 		}
 		b = append(b, e...)
-	}
-	return append(b, ']')
-}
-
-// appendInts appends ids as a JSON array of integers.
-func appendInts(b []byte, ids []int32) []byte {
-	b = append(b, '[')
-	for i, id := range ids {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = strconv.AppendInt(b, int64(id), 10)
 	}
 	return append(b, ']')
 }

@@ -83,13 +83,13 @@ func (s *Streamer) Event(raw []byte) {
 func (s *Streamer) EventMembers(raw, data []byte) (members []jsonscan.Member, ok bool) {
 	c, isChoices := s.a.(*choices)
 	if isChoices {
-		c.parsedData = nil
+		c.validated = nil
 	}
 	s.Event(raw)
-	if !isChoices || len(data) == 0 || len(c.parsedData) != len(data) || &c.parsedData[0] != &data[0] {
+	if !isChoices || len(data) == 0 || len(c.validated) != len(data) || &c.validated[0] != &data[0] {
 		return nil, false
 	}
-	c.parsedData = nil
+	c.validated = nil
 	return c.members, true
 }
 

@@ -27,24 +27,3 @@ func FuzzExactFloat(f *testing.F) {
 		}
 	})
 }
-
-// FuzzAppendQuoted holds appendQuoted to encoding/json, for strings and
-// byte slices, invalid UTF-8 and escapes included.
-func FuzzAppendQuoted(f *testing.F) {
-	for _, s := range []string{"", "plain", "a\"b\\c", "\b\f\n\r\t\x00\x1f\x7f", "<a href='x'>&amp;</a>",
-		"café 日本 \u2028\u2029 😀", "\xff\xfe bad \xe2\x80", "\xed\xa0\x80 surrogate"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		want, err := json.Marshal(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := appendQuoted([]byte("x"), s); string(got) != "x"+string(want) {
-			t.Fatalf("%q: string %s, encoding/json %s", s, got[1:], want)
-		}
-		if got := quote([]byte(s)); string(got) != string(want) {
-			t.Fatalf("%q: bytes %s, encoding/json %s", s, got, want)
-		}
-	})
-}
