@@ -2,9 +2,10 @@ package recorder
 
 import (
 	"slices"
-	"strconv"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/orchard-rl/orchard/internal/jsonout"
 )
 
 // Where responses send the prompt's token ids again: vLLM's chat API in a
@@ -41,15 +42,8 @@ func promptIDsAt(key string, v gjson.Result, prompt []int32) (string, gjson.Resu
 
 // appendIDsJSON appends ids as a compact JSON array, the form engines send.
 func appendIDsJSON(dst []byte, ids []int32) []byte {
-	dst = slices.Grow(dst, 7*len(ids)+2) // 6-digit ids and commas: one allocation
-	dst = append(dst, '[')
-	for i, id := range ids {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = strconv.AppendInt(dst, int64(id), 10)
-	}
-	return append(dst, ']')
+	// 6-digit ids and commas: one allocation
+	return jsonout.Int32s(slices.Grow(dst, 7*len(ids)+2), ids)
 }
 
 // isIDsJSON reports whether raw is exactly appendIDsJSON(nil, ids), without
