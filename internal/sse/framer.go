@@ -132,6 +132,10 @@ func (f *Framer) Rest() []byte {
 	return r
 }
 
+// Cap reports the capacity of the Framer's buffer, for a caller that
+// recycles Framers to leave a grown one to the GC.
+func (f *Framer) Cap() int { return cap(f.buf) }
+
 // Buffered reports how many bytes are pending.
 func (f *Framer) Buffered() int { return len(f.buf) - f.start }
 

@@ -24,7 +24,7 @@ type choices struct {
 	sglIn   idList // sglext.input_ids (SGLang)
 	sglOut  map[int64][]int32
 	nChunks int
-	tpl     template
+	tpl     *template
 	cur     []byte            // the chunk being parsed in full (for template offsets)
 	members []jsonscan.Member // scratch: the members of the chunk being parsed
 	group   int               // choice objects seen in the chunk being parsed
@@ -45,7 +45,7 @@ type idList struct {
 }
 
 func newChoices(chat bool) *choices {
-	return &choices{chat: chat, byIndex: map[int64]*choice{}, sglOut: map[int64][]int32{}}
+	return &choices{chat: chat, byIndex: map[int64]*choice{}, sglOut: map[int64][]int32{}, tpl: newTemplate()}
 }
 
 // replayStripped is template.replayStripped for the next chunk.
@@ -225,6 +225,8 @@ func (c *choices) sorted() []*choice {
 }
 
 func (c *choices) result() Result {
+	c.tpl = c.tpl.recycle()
+	c.members, c.cur, c.validated = nil, nil, nil
 	r := Result{Done: c.done, Err: strings.Join(c.errs, "; "), Usage: c.usage}
 	if len(c.top.keys) == 0 {
 		return r

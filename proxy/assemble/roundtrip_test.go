@@ -3,10 +3,12 @@ package assemble_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/orchard-rl/orchard/internal/llmtest"
@@ -174,4 +176,44 @@ func feedPieces(t *testing.T, api recorder.API, body []byte, seed int) assemble.
 		body = body[n:]
 	}
 	return s.Result()
+}
+
+// TestStreamersRecycled assembles the round-trip streams on four
+// goroutines at once, over and over, each stream by a new Streamer fed in
+// pieces: finished streams hand their templates and framers to later ones,
+// and no stream may see another's state (the race detector watches the
+// sharing). Each result must equal the stream's on its own, in a fresh
+// process state.
+func TestStreamersRecycled(t *testing.T) {
+	t.Parallel()
+	srv := llmtest.NewServer(llmtest.Options{})
+	defer srv.Close()
+	type stream struct {
+		api  recorder.API
+		body []byte
+		want assemble.Result
+	}
+	var streams []stream
+	for _, tc := range roundTrips {
+		body := post(t, srv, tc.path, streamBody(tc.api, tc.body))
+		streams = append(streams, stream{tc.api, body, assemble.Stream(tc.api, body)})
+	}
+	var wg sync.WaitGroup
+	errs := make(chan string, 4)
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 6 * len(streams) {
+				s := streams[(i*7+g*5)%len(streams)]
+				if got := feedPieces(t, s.api, s.body, 1+(i+g)%4); !reflect.DeepEqual(got, s.want) {
+					errs <- fmt.Sprintf("goroutine %d, stream %d (%s):\n%+v\nwant\n%+v", g, i, s.api, got, s.want)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
 }

@@ -2,6 +2,7 @@ package assemble
 
 import (
 	"bytes"
+	"sync"
 
 	"github.com/orchard-rl/orchard/internal/jsonscan"
 	"github.com/orchard-rl/orchard/internal/sse"
@@ -26,9 +27,26 @@ func NewStreamer(api recorder.API) (*Streamer, error) {
 	if err != nil {
 		return nil, err
 	}
-	// No limit on an event's size: the whole body used to be held anyway,
-	// and the proxy bounds what it reads elsewhere.
-	return &Streamer{a: a, f: sse.NewFramer(int(^uint(0) >> 1))}, nil
+	return &Streamer{a: a, f: framers.Get().(*sse.Framer)}, nil
+}
+
+// framers recycles finished streams' framers, whose buffers hold the
+// events that arrive in pieces.
+var framers = sync.Pool{New: func() any { return newFramer() }}
+
+// newFramer returns a Framer with no limit on an event's size: the whole
+// body used to be held anyway, and the proxy bounds what it reads
+// elsewhere.
+func newFramer() *sse.Framer { return sse.NewFramer(int(^uint(0) >> 1)) }
+
+// recycleFramer hands s's framer, empty, to a later stream and gives s a
+// new one, should it be fed again.
+func (s *Streamer) recycleFramer() {
+	s.f.Rest()
+	if s.f.Cap() <= maxRecycled {
+		framers.Put(s.f)
+	}
+	s.f = newFramer()
 }
 
 // Write feeds the next bytes of the body. It never fails.
@@ -166,5 +184,6 @@ func (s *Streamer) Result() Result {
 	if rest := s.f.Rest(); len(rest) > 0 {
 		s.event(rest)
 	}
+	s.recycleFramer()
 	return s.a.result()
 }

@@ -2,6 +2,7 @@ package assemble
 
 import (
 	"slices"
+	"sync"
 	"unsafe"
 
 	"github.com/orchard-rl/orchard/internal/jsonscan"
@@ -104,6 +105,35 @@ func (c *choices) note(kind holeKind, v val, ch *choice, key string, t *toolCall
 
 // noTemplate marks the chunk being parsed as unfit to be a template.
 func (c *choices) noTemplate() { c.tpl.ok = false }
+
+// templates recycles finished streams' templates: the copy of a chunk each
+// keeps (a vLLM stream's first chunk carries the whole prompt's ids) and its
+// hole bookkeeping were allocated anew for every stream.
+var templates = sync.Pool{New: func() any { return new(template) }}
+
+// maxRecycled is the largest chunk copy a template is recycled with: a
+// larger one (a long prompt's ids) goes to the GC rather than stay pooled.
+const maxRecycled = 64 << 10
+
+func newTemplate() *template { return templates.Get().(*template) }
+
+// recycle hands t's memory to a later stream and returns an empty template
+// for t's owner, should it see another chunk. Nothing t held may be used
+// after: the holes' choices, the values of the chunk last matched.
+func (t *template) recycle() *template {
+	empty := &template{off: t.off}
+	if cap(t.data) > maxRecycled {
+		return empty
+	}
+	clear(t.holes[:cap(t.holes)])
+	clear(t.vals[:cap(t.vals)])
+	clear(t.elems[:cap(t.elems)])
+	// The shapes alias data, which goes with them; keep rebuilds them.
+	*t = template{data: t.data[:0], holes: t.holes[:0], vals: t.vals[:0], elems: t.elems[:0],
+		own: t.own[:0], shapes: t.shapes, ends: t.ends[:0]}
+	templates.Put(t)
+	return empty
+}
 
 func (t *template) reset() {
 	t.ok, t.strips = false, false
