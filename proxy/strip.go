@@ -115,7 +115,7 @@ func (s *stripper) Read(p []byte) (int, error) {
 			if !s.pass {
 				if err == io.EOF {
 					for ev := s.f.Flush(); ev != nil; ev = s.f.Flush() {
-						s.out = s.event(s.out, ev)
+						s.out = s.event(s.out, ev, -1)
 					}
 				}
 				// An unterminated tail goes out as received.
@@ -166,8 +166,9 @@ func (s *stripper) feed(p []byte) {
 	}
 }
 
-// emit strips one framed event into s.out.
-func (s *stripper) emit(ev []byte) { s.out = s.event(s.out, ev) }
+// emit strips one framed event into s.out; lineEnd is where its first line
+// ends.
+func (s *stripper) emit(ev []byte, lineEnd int) { s.out = s.event(s.out, ev, lineEnd) }
 
 // Close closes the upstream body and recycles the stripper; the
 // ReverseProxy reads nothing after Close.
@@ -185,8 +186,8 @@ func (s *stripper) Close() error {
 // to the assembler: through the assembler's template when ev repeats it,
 // else by looking the fields up (and telling the assembler which values
 // they were, should ev become its template).
-func (s *stripper) event(dst, ev []byte) []byte {
-	start, end := dataJSON(ev)
+func (s *stripper) event(dst, ev []byte, lineEnd int) []byte {
+	start, end := dataJSON(ev, lineEnd)
 	if start < 0 {
 		s.assembleEvent(ev)
 		return append(dst, ev...)
@@ -415,9 +416,13 @@ func del(data []byte, path string) []byte {
 }
 
 // dataJSON finds the JSON object of a single-line `data:` event, or -1.
-func dataJSON(ev []byte) (int, int) {
+// lineEnd is the index of ev's first line terminator when the framer told
+// it (see sse.Framer.Feed), else -1: with it, the usual event, one data
+// line, is not scanned again.
+func dataJSON(ev []byte, lineEnd int) (int, int) {
 	i := 0 // the usual event is one data line
 	if !bytes.HasPrefix(ev, []byte("data:")) {
+		lineEnd = -1 // not the data line's end
 		i = bytes.Index(ev, []byte("data:"))
 		if i < 0 || (i > 0 && ev[i-1] != '\n' && ev[i-1] != '\r') {
 			return -1, -1
@@ -430,6 +435,19 @@ func dataJSON(ev []byte) (int, int) {
 	if start >= len(ev) || ev[start] != '{' {
 		return -1, -1
 	}
+	end := lineEnd // the first line's end, after start: "{" is not a terminator
+	if end < 0 {
+		end = lineEndFrom(ev, start)
+	}
+	if ev[end-1] != '}' {
+		return -1, -1
+	}
+	return start, end
+}
+
+// lineEndFrom returns the index of the first CR or LF in ev from start,
+// or len(ev).
+func lineEndFrom(ev []byte, start int) int {
 	end := bytes.IndexByte(ev[start:], '\n')
 	line := ev[start:] // a CR before the LF ends the line earlier
 	if end >= 0 {
@@ -439,12 +457,7 @@ func dataJSON(ev []byte) (int, int) {
 		end = r
 	}
 	if end < 0 {
-		end = len(ev)
-	} else {
-		end += start
+		return len(ev)
 	}
-	if ev[end-1] != '}' {
-		return -1, -1
-	}
-	return start, end
+	return end + start
 }

@@ -101,14 +101,18 @@ func (c *chunkReader) Read(p []byte) (int, error) {
 }
 
 // TestDataJSONEnd holds dataJSON's line end (the first CR or LF after the
-// object's start) to a search of both over the whole rest of the event.
+// object's start) to a search of both over the whole rest of the event,
+// with and without the first line's end that the framer tells.
 func TestDataJSONEnd(t *testing.T) {
 	for _, ev := range []string{
 		"data: {}", "data: {}\n\n", "data: {}\r\n\r\n", "data: {}\r", "data: {}\rx\n",
 		"data: {}\nx\r\n", "data: {\"a\":1}\n\n", "id: 1\ndata:{}\r\n\r\n", "data: {}x\n\n", "data: {\r}\n",
 	} {
 		b := []byte(ev)
-		start, end := dataJSON(b)
+		start, end := dataJSON(b, -1)
+		if fs, fe := dataJSON(b, bytes.IndexAny(b, "\r\n")); fs != start || fe != end {
+			t.Errorf("%q: with the framer's line end %d %d, without %d %d", ev, fs, fe, start, end)
+		}
 		wantStart, wantEnd := -1, -1
 		if i := bytes.Index(b, []byte("data:")); i >= 0 {
 			s := i + 5

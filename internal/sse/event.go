@@ -40,15 +40,29 @@ func Parse(raw []byte) Event {
 // event), without walking it line by line: this runs for every event the
 // proxy records. FuzzParse holds it to parseLines.
 func dataOnly(raw []byte) ([]byte, bool) {
-	if len(raw) < 7 || string(raw[:5]) != "data:" || string(raw[len(raw)-2:]) != "\n\n" {
+	if len(raw) < 7 || string(raw[:5]) != "data:" {
 		return nil, false
 	}
 	d := raw[5 : len(raw)-2]
-	if len(d) > 0 && d[0] == ' ' {
-		d = d[1:]
-	}
 	if bytes.IndexByte(d, '\n') >= 0 || bytes.IndexByte(d, '\r') >= 0 {
 		return nil, false
+	}
+	return OneDataLine(raw, len(raw)-2)
+}
+
+// OneDataLine is dataOnly for an event that [Framer.Feed] framed, given the
+// index in it of its first line's terminator, which Feed passes on: when
+// that terminator is the one before the blank line that ends the event,
+// the event is one line, and it is one "data:" line when it starts so.
+// That takes no scan of the data. ok is false for any other event, which
+// [Parse] then reads.
+func OneDataLine(raw []byte, lineEnd int) (data []byte, ok bool) {
+	if lineEnd != len(raw)-2 || len(raw) < 7 || string(raw[:5]) != "data:" || string(raw[lineEnd:]) != "\n\n" {
+		return nil, false
+	}
+	d := raw[5:lineEnd]
+	if len(d) > 0 && d[0] == ' ' {
+		d = d[1:]
 	}
 	return d, true
 }

@@ -28,6 +28,9 @@ type Framer struct {
 	buf   []byte
 	start int // first byte of the pending event
 	scan  int // bytes before scan, from start, contain no event end
+	// eol is 1 + the offset from start of the pending event's first line
+	// terminator; 0: none found yet.
+	eol   int
 	lineS bool
 	max   int
 }
@@ -59,13 +62,16 @@ func (f *Framer) Write(p []byte) (int, error) {
 }
 
 // Feed is Write followed by Next until it returns nil, calling fn with each
-// complete event. When nothing is pending it frames p in place, so events
-// that arrive whole (the usual case: one event per upstream write) are
-// never copied; only an unterminated tail is kept. The slices passed to fn
-// are valid only during the call. Errors are Write's; with one, Feed
-// returns the bytes of p it did not take (it keeps nothing of them), which
-// follow Rest's in the stream.
-func (f *Framer) Feed(p []byte, fn func(ev []byte)) ([]byte, error) {
+// complete event and the index in it of its first line's terminator (so
+// that a caller can tell a one-line event, the usual "data: X\n\n", from
+// the rest without scanning it again; see [OneDataLine]). When nothing is
+// pending it frames p in place, so events that arrive whole (the usual
+// case: one event per upstream write) are never copied; only an
+// unterminated tail is kept. The slices passed to fn are valid only during
+// the call. Errors are Write's; with one, Feed returns the bytes of p it
+// did not take (it keeps nothing of them), which follow Rest's in the
+// stream.
+func (f *Framer) Feed(p []byte, fn func(ev []byte, lineEnd int)) ([]byte, error) {
 	// Finish a pending event by copying p a little at a time, so the buffer
 	// stays about one event long whatever the size of p.
 	for f.Buffered() > 0 {
@@ -77,18 +83,18 @@ func (f *Framer) Feed(p []byte, fn func(ev []byte)) ([]byte, error) {
 			return p, err
 		}
 		p = p[k:]
-		for ev := f.Next(); ev != nil; ev = f.Next() {
-			fn(ev)
+		for ev, eol := f.next(false); ev != nil; ev, eol = f.next(false) {
+			fn(ev, eol)
 		}
 	}
-	f.buf, f.start, f.scan = f.buf[:0], 0, 0
+	f.buf, f.start, f.scan, f.eol = f.buf[:0], 0, 0, 0
 	// Nothing pending: scan p itself with a Framer that borrows it.
 	in := Framer{buf: p, lineS: true, max: f.max}
-	for ev := in.Next(); ev != nil; ev = in.Next() {
-		fn(ev)
+	for ev, eol := in.next(false); ev != nil; ev, eol = in.next(false) {
+		fn(ev, eol)
 	}
 	if rest := p[in.start:]; len(rest) > 0 {
-		f.buf, f.start, f.scan, f.lineS = f.buf[:0], 0, 0, true
+		f.buf, f.start, f.scan, f.eol, f.lineS = f.buf[:0], 0, 0, 0, true
 		if _, err := f.Write(rest); err != nil {
 			return rest, err
 		}
@@ -103,32 +109,34 @@ const feedStep = 512
 // or nil when no complete event is buffered. The slice aliases the Framer's
 // buffer and is valid until the next Write.
 func (f *Framer) Next() []byte {
-	end, ok := f.findEnd(false)
-	if !ok {
-		return nil
-	}
-	ev := f.buf[f.start:end]
-	f.start, f.scan, f.lineS = end, end, true
+	ev, _ := f.next(false)
 	return ev
 }
 
 // Flush is Next at end of stream: a trailing "\r" then counts as a complete
 // line ending, since no "\n" can follow it.
 func (f *Framer) Flush() []byte {
-	end, ok := f.findEnd(true)
-	if !ok {
-		return nil
-	}
-	ev := f.buf[f.start:end]
-	f.start, f.scan, f.lineS = end, end, true
+	ev, _ := f.next(true)
 	return ev
+}
+
+// next returns the next complete event and the index in it of its first
+// line's terminator, or nil.
+func (f *Framer) next(eof bool) ([]byte, int) {
+	end, ok := f.findEnd(eof)
+	if !ok {
+		return nil, 0
+	}
+	ev, eol := f.buf[f.start:end], f.eol-1
+	f.start, f.scan, f.eol, f.lineS = end, end, 0, true
+	return ev, eol
 }
 
 // Rest returns the buffered bytes of an unterminated event (the final event of
 // a stream that did not end with a blank line) and empties the Framer.
 func (f *Framer) Rest() []byte {
 	r := f.buf[f.start:]
-	f.buf, f.start, f.scan, f.lineS = f.buf[:0], 0, 0, true
+	f.buf, f.start, f.scan, f.eol, f.lineS = f.buf[:0], 0, 0, 0, true
 	return r
 }
 
@@ -159,6 +167,9 @@ func (f *Framer) findEnd(eof bool) (int, bool) {
 			continue
 		}
 		// A line terminator: "\r\n", "\r" or "\n".
+		if f.eol == 0 {
+			f.eol = 1 + i - f.start
+		}
 		n := 1
 		if c == '\r' {
 			if i+1 == len(b) && !eof {

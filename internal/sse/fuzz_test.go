@@ -40,7 +40,10 @@ func FuzzFeedLimit(f *testing.F) {
 		for len(rest) > 0 {
 			n := min(len(rest), 1+int(step))
 			piece := bytes.Clone(rest[:n])
-			unfed, err := fr.Feed(piece, func(ev []byte) { out = append(out, ev...) })
+			unfed, err := fr.Feed(piece, func(ev []byte, lineEnd int) {
+				checkFed(t, ev, lineEnd)
+				out = append(out, ev...)
+			})
 			if err != nil {
 				out = append(append(out, fr.Rest()...), unfed...)
 				out = append(out, rest[n:]...)
@@ -63,6 +66,23 @@ func FuzzFeedLimit(f *testing.F) {
 			t.Fatalf("got %q, want %q", out, in)
 		}
 	})
+}
+
+// checkFed holds what Feed passes with an event to the event: lineEnd is
+// the index of its first "\r" or "\n", and OneDataLine, when it takes the
+// event, gives what Parse gives.
+func checkFed(t testing.TB, ev []byte, lineEnd int) {
+	t.Helper()
+	if want := bytes.IndexAny(ev, "\r\n"); lineEnd != want {
+		t.Fatalf("event %q: line end %d, want %d", ev, lineEnd, want)
+	}
+	data, ok := OneDataLine(ev, lineEnd)
+	if !ok {
+		return
+	}
+	if p := Parse(ev); !p.HasData || !bytes.Equal(p.Data, data) || p.Name != "" || p.ID != "" || len(p.Comments) > 0 {
+		t.Fatalf("event %q: OneDataLine %q, Parse %+v", ev, data, p)
+	}
 }
 
 // FuzzParse checks Parse never panics, data never exceeds the input, and the

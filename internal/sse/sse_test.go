@@ -112,7 +112,10 @@ func frame(t testing.TB, in []byte, cut int, feed bool) ([]wantEv, []byte) {
 			// Feed may frame part in place: hand it a copy that is
 			// clobbered afterwards, so an event kept past fn would show.
 			cp := bytes.Clone(part)
-			if _, err := f.Feed(cp, func(ev []byte) { take(bytes.Clone(ev)) }); err != nil {
+			if _, err := f.Feed(cp, func(ev []byte, lineEnd int) {
+				checkFed(t, ev, lineEnd)
+				take(bytes.Clone(ev))
+			}); err != nil {
 				t.Fatal(err)
 			}
 			for i := range cp {
@@ -167,11 +170,11 @@ func TestFeedTooLarge(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := NewFramer(12)
-			if _, err := f.Feed([]byte(tc.pending), func([]byte) { t.Fatal("an event before the refusal") }); err != nil {
+			if _, err := f.Feed([]byte(tc.pending), func([]byte, int) { t.Fatal("an event before the refusal") }); err != nil {
 				t.Fatal(err)
 			}
 			var events []byte
-			unfed, err := f.Feed([]byte(tc.p), func(ev []byte) { events = append(events, ev...) })
+			unfed, err := f.Feed([]byte(tc.p), func(ev []byte, _ int) { events = append(events, ev...) })
 			if !errors.Is(err, ErrTooLarge) {
 				t.Fatalf("Feed error = %v, want ErrTooLarge", err)
 			}

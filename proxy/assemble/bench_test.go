@@ -53,3 +53,39 @@ func BenchmarkStreamPlain(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkStreamAgent measures reassembling a plain-path agent turn shaped
+// like the load benchmark's (orchard-bench) upstream: a role chunk, then
+// reasoning, content and a tool call's arguments, a third of n chunks each,
+// then the finish and usage chunks. Its chunks change shape six times,
+// each a chunk parsed in full instead of replayed through the template.
+func BenchmarkStreamAgent(b *testing.B) {
+	const head = `data: {"id":"chatcmpl-llmtest-bench-0","object":"chat.completion.chunk","created":1767225600,"model":"bench","choices":[{"index":0,`
+	var sb strings.Builder
+	sb.WriteString(head + `"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}],"prompt_token_ids":null}` + "\n\n")
+	const n = 275
+	for i := range n / 3 {
+		fmt.Fprintf(&sb, head+`"delta":{"reasoning":"w%03d"},"logprobs":null,"finish_reason":null,"token_ids":null}]}`+"\n\n", i)
+	}
+	for i := range n / 3 {
+		fmt.Fprintf(&sb, head+`"delta":{"content":"w%03d"},"logprobs":null,"finish_reason":null,"token_ids":null}]}`+"\n\n", i)
+	}
+	sb.WriteString(head + `"delta":{"tool_calls":[{"id":"call_bench_0","type":"function","index":0,"function":{"name":"bash","arguments":"{\"command\":\""}}]},"logprobs":null,"finish_reason":null,"token_ids":null}]}` + "\n\n")
+	for i := range n / 3 {
+		fmt.Fprintf(&sb, head+`"delta":{"tool_calls":[{"index":0,"function":{"arguments":"w%03d"}}]},"logprobs":null,"finish_reason":null,"token_ids":null}]}`+"\n\n", i)
+	}
+	sb.WriteString(head + `"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\"}"}}]},"logprobs":null,"finish_reason":"tool_calls","stop_reason":null,"token_ids":null}]}` + "\n\n")
+	sb.WriteString(`data: {"id":"chatcmpl-llmtest-bench-0","object":"chat.completion.chunk","created":1767225600,"model":"bench","choices":[],"usage":{"prompt_tokens":512,"total_tokens":787,"completion_tokens":275}}` + "\n\ndata: [DONE]\n\n")
+	body := []byte(sb.String())
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		s, _ := assemble.NewStreamer(recorder.APIChatCompletions)
+		for p := body; len(p) > 0; p = p[min(len(p), 4096):] {
+			s.Write(p[:min(len(p), 4096)])
+		}
+		if r := s.Result(); !r.Done || r.Err != "" {
+			b.Fatal("not done", r.Err)
+		}
+	}
+}

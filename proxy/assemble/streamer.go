@@ -103,7 +103,11 @@ func (s *Streamer) EventMembers(raw, data []byte) (members []jsonscan.Member, ok
 	if isChoices {
 		c.validated = nil
 	}
-	s.Event(raw)
+	if s.checked && s.f.Buffered() == 0 && len(data) > 0 && oneDataLine(raw, data) {
+		s.a.event("", data) // what Event would find, without a scan
+	} else {
+		s.Event(raw)
+	}
 	if !isChoices || len(data) == 0 || len(c.validated) != len(data) || &c.validated[0] != &data[0] {
 		return nil, false
 	}
@@ -154,7 +158,17 @@ func oneDataLine(raw, data []byte) bool {
 }
 
 func (s *Streamer) frame(p []byte) {
-	_, _ = s.f.Feed(p, s.event) // cannot fail: the limit is the address space
+	_, _ = s.f.Feed(p, s.fed) // cannot fail: the limit is the address space
+}
+
+// fed is event for an event the framer framed, which tells where its
+// first line ends: a one-line data event is then read without a scan.
+func (s *Streamer) fed(raw []byte, lineEnd int) {
+	if data, ok := sse.OneDataLine(raw, lineEnd); ok {
+		s.a.event("", data)
+		return
+	}
+	s.event(raw)
 }
 
 var bom = []byte{0xEF, 0xBB, 0xBF}
