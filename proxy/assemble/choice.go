@@ -2,6 +2,7 @@ package assemble
 
 import (
 	"bytes"
+	"maps"
 	"slices"
 
 	"github.com/tidwall/gjson"
@@ -237,84 +238,135 @@ func (ch *choice) toolDelta(tc val) {
 	})
 }
 
+// prepared is a choice ready to be rendered: its fields, and which of
+// them are written straight from what was accumulated.
+type prepared struct {
+	out     object
+	lp, ids bool
+	msg     bool // the message: appendMessage
+}
+
+// inlineMessage is the placeholder prepare gives the message that
+// appendTo writes straight into the response; compared by address, so
+// that a value the unseen fields put there instead is told apart.
+var inlineMessage = []byte("null")
+
 // prepare starts rendering the choice as the non-streaming API shapes it:
-// it sets the choice's small assembled fields (message, text) and
-// reports whether its logprobs and token ids are to be rendered from the
-// accumulated lists.
-func (ch *choice) prepare(chat bool) (out object, lp, ids bool) {
-	out = ch.fields
-	if chat && out.has("message") {
-		out.set("message", ch.message())
+// it sets the choice's small assembled fields (text) and reports whether
+// its message, logprobs and token ids are to be rendered from what was
+// accumulated.
+func (ch *choice) prepare(chat bool) prepared {
+	p := prepared{out: ch.fields}
+	if chat && p.out.has("message") {
+		// A text's first delta gave it its place among the message's
+		// fields; one without gets its place after them.
+		for _, f := range ch.texts {
+			if !ch.msg.has(f.key) {
+				ch.msg.set(f.key, nullJSON)
+			}
+		}
+		p.out.set("message", inlineMessage)
 	}
 	if s, ok := ch.texts.get("text"); ok {
-		out.set("text", quote(s))
+		p.out.set("text", quote(s))
 	}
 	u := ch.c.unseen
-	u.apply(&out, true)
-	lp = out.has("logprobs") && ch.lp.seen && !ch.lp.valuesOnly
-	ids = out.has("token_ids") && ch.ids.seen && !u.has("token_ids", true)
-	return out, lp, ids
+	u.apply(&p.out, true)
+	m, _ := p.out.get("message")
+	p.msg = len(m) > 0 && &m[0] == &inlineMessage[0]
+	p.lp = p.out.has("logprobs") && ch.lp.seen && !ch.lp.valuesOnly
+	p.ids = p.out.has("token_ids") && ch.ids.seen && !u.has("token_ids", true)
+	return p
 }
 
 // size is about the length of the prepared choice rendered.
-func (ch *choice) size(out *object, lp, ids bool) int {
-	n := out.size()
-	if lp {
+func (ch *choice) size(p *prepared) int {
+	n := p.out.size()
+	if p.msg {
+		n += ch.messageSize()
+	}
+	if p.lp {
 		n += ch.lp.size()
 	}
-	if ids {
+	if p.ids {
 		n += 8 * len(ch.ids.ids)
 	}
 	return n
 }
 
-// appendTo appends the prepared choice to b, writing the logprobs and token
-// ids straight from their lists.
-func (ch *choice) appendTo(b []byte, out *object, lp, ids bool) []byte {
-	return out.appendTo(b, func(b []byte, k string) ([]byte, bool) {
+// appendTo appends the prepared choice to b, writing the message, logprobs
+// and token ids straight from what was accumulated.
+func (ch *choice) appendTo(b []byte, p *prepared) []byte {
+	return p.out.appendTo(b, func(b []byte, k string) ([]byte, bool) {
 		switch {
-		case k == "logprobs" && lp:
+		case k == "message" && p.msg:
+			return ch.appendMessage(b), true
+		case k == "logprobs" && p.lp:
 			return ch.lp.appendTo(b), true
-		case k == "token_ids" && ids:
+		case k == "token_ids" && p.ids:
 			return jsonout.Int32s(b, ch.ids.ids), true
 		}
 		return b, false
 	})
 }
 
-func (ch *choice) message() []byte {
-	m := ch.msg
-	for _, f := range ch.texts {
-		m.set(f.key, quote(f.b))
-	}
-	if m.has("tool_calls") {
-		idx := make([]int64, 0, len(ch.tools))
-		for i := range ch.tools {
-			idx = append(idx, i)
+// appendMessage appends the message to b: its fields in the order they
+// came, the texts quoted and the tool calls (in index order) rendered in
+// place, not each into a buffer of its own and copied. Non-streaming
+// responses carry content null beside tool calls where the stream opened
+// with an empty content delta.
+func (ch *choice) appendMessage(b []byte) []byte {
+	tools := ch.msg.has("tool_calls")
+	return ch.msg.appendTo(b, func(b []byte, k string) ([]byte, bool) {
+		t, text := ch.texts.get(k)
+		switch {
+		case k == "content" && tools && (text && len(t) == 0 || !text && string(ch.msg.vals[k]) == `""`):
+			return append(b, "null"...), true
+		case text:
+			return jsonout.String(b, t), true
+		case k == "tool_calls" && tools:
+			b = append(b, '[')
+			for j, i := range ch.toolOrder() {
+				if j > 0 {
+					b = append(b, ',')
+				}
+				b = ch.tools[i].appendTo(b)
+			}
+			return append(b, ']'), true
 		}
-		slices.Sort(idx)
-		calls := make([][]byte, len(idx))
-		for j, i := range idx {
-			calls[j] = ch.tools[i].render()
-		}
-		m.set("tool_calls", rawArray(calls))
-		// Non-streaming responses carry content null beside tool calls where
-		// the stream opened with an empty content delta.
-		if c, ok := m.get("content"); ok && string(c) == `""` {
-			m.set("content", nullJSON)
-		}
-	}
-	return m.bytes()
+		return b, false
+	})
 }
 
-func (t *toolCall) render() []byte {
-	o := t.other
-	if o.has("function") {
-		fn := t.fn
-		if fn.has("arguments") {
-			fn.set("arguments", quote(t.args))
-		}
-		o.set("function", fn.bytes())
+// messageSize is about the length of the message appendMessage writes.
+func (ch *choice) messageSize() int {
+	n := ch.msg.size()
+	for _, f := range ch.texts {
+		n += len(f.b)
 	}
-	return o.bytes()
+	for _, t := range ch.tools {
+		n += t.other.size() + t.fn.size() + len(t.args) + 1
+	}
+	return n
+}
+
+// toolOrder returns the indexes of the tool calls, in order.
+func (ch *choice) toolOrder() []int64 { return slices.Sorted(maps.Keys(ch.tools)) }
+
+// appendTo appends the tool call to b, its arguments quoted in place.
+func (t *toolCall) appendTo(b []byte) []byte {
+	if !t.other.has("function") {
+		return t.other.appendTo(b, nil)
+	}
+	return t.other.appendTo(b, func(b []byte, k string) ([]byte, bool) {
+		if k != "function" {
+			return b, false
+		}
+		return t.fn.appendTo(b, func(b []byte, k string) ([]byte, bool) {
+			if k != "arguments" {
+				return b, false
+			}
+			return jsonout.String(b, t.args), true
+		}), true
+	})
 }

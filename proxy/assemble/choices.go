@@ -2,6 +2,7 @@ package assemble
 
 import (
 	"bytes"
+	"maps"
 	"slices"
 	"strings"
 
@@ -212,11 +213,7 @@ func (c *choices) choice(i int64) *choice {
 }
 
 func (c *choices) sorted() []*choice {
-	idx := make([]int64, 0, len(c.byIndex))
-	for i := range c.byIndex {
-		idx = append(idx, i)
-	}
-	slices.Sort(idx)
+	idx := slices.Sorted(maps.Keys(c.byIndex))
 	out := make([]*choice, len(idx))
 	for j, i := range idx {
 		out[j] = c.byIndex[i]
@@ -232,17 +229,12 @@ func (c *choices) result() Result {
 		return r
 	}
 	chs := c.sorted()
-	type prepared struct {
-		out     object
-		lp, ids bool
-	}
 	preps := make([]prepared, len(chs))
 	toks := make([]choiceTokens, len(chs))
 	size := c.top.size()
 	for j, ch := range chs {
-		p := &preps[j]
-		p.out, p.lp, p.ids = ch.prepare(c.chat)
-		size += ch.size(&p.out, p.lp, p.ids) + 1
+		preps[j] = ch.prepare(c.chat)
+		size += ch.size(&preps[j]) + 1
 		toks[j] = ch.tokens()
 		if out, ok := c.sglOut[ch.index]; ok && !toks[j].ids.seen {
 			toks[j].ids = idList{out, true}
@@ -261,7 +253,7 @@ func (c *choices) result() Result {
 			if j > 0 {
 				b = append(b, ',')
 			}
-			b = ch.appendTo(b, &preps[j].out, preps[j].lp, preps[j].ids)
+			b = ch.appendTo(b, &preps[j])
 		}
 		return append(b, ']'), true
 	})

@@ -3,6 +3,7 @@ package assemble
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"slices"
 	"strings"
 
@@ -128,11 +129,7 @@ func (m *messages) result() Result {
 	if !m.begun && len(m.blocks) == 0 {
 		return r
 	}
-	idx := make([]int64, 0, len(m.blocks))
-	for i := range m.blocks {
-		idx = append(idx, i)
-	}
-	slices.Sort(idx)
+	idx := slices.Sorted(maps.Keys(m.blocks))
 	content := make([][]byte, len(idx))
 	for j, i := range idx {
 		content[j] = m.blocks[i].render()

@@ -2,6 +2,7 @@ package assemble
 
 import (
 	"encoding/json"
+	"maps"
 	"slices"
 	"strings"
 
@@ -120,11 +121,7 @@ func (r *responses) result() Result {
 }
 
 func (r *responses) output() []byte {
-	idx := make([]int64, 0, len(r.items))
-	for i := range r.items {
-		idx = append(idx, i)
-	}
-	slices.Sort(idx)
+	idx := slices.Sorted(maps.Keys(r.items))
 	out := make([][]byte, 0, len(idx))
 	for _, i := range idx {
 		if b := r.items[i].render(); b != nil {
@@ -158,11 +155,7 @@ func (x *rItem) render() []byte {
 
 // parts renders indexed parts with their accumulated text (and refusal).
 func (x *rItem) parts(parts map[int64][]byte, prefix, key, refusal string) []byte {
-	idx := make([]int64, 0, len(parts))
-	for i := range parts {
-		idx = append(idx, i)
-	}
-	slices.Sort(idx)
+	idx := slices.Sorted(maps.Keys(parts))
 	out := make([][]byte, len(idx))
 	for j, i := range idx {
 		var p object
