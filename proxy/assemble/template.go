@@ -61,6 +61,9 @@ type template struct {
 type holeShape struct {
 	s     jsonscan.Shape
 	elems []jsonscan.Elem
+	// plan: per element, the list of sampled-token logprobs it is in
+	// (see valuesPlan); nil when the shape has none.
+	plan []listKind
 }
 
 // holeElems are the elements of a hole value's array members (a logprobs
@@ -69,6 +72,7 @@ type holeShape struct {
 type holeElems struct {
 	spans []jsonscan.Elem
 	base  int
+	plan  []listKind // the shape's, when the value matched one
 }
 
 type holeKind uint8
@@ -166,8 +170,62 @@ func (t *template) shapeOf(v []byte) bool {
 	if _, ok, sh.elems = jsonscan.ValidValueElems(v, 0, "logprob", sh.elems[:0]); !ok {
 		return false
 	}
+	if sh.plan, ok = valuesPlan(v, sh.plan[:0]); !ok || len(sh.plan) != len(sh.elems) {
+		sh.plan = sh.plan[:0:0]
+	}
 	t.nShapes++
 	return true
+}
+
+// listKind says which list of sampled-token logprobs an element of a
+// logprobs object's array member is in: a chat choice's "content", a
+// completions choice's "token_logprobs", or neither.
+type listKind uint8
+
+const (
+	otherList listKind = iota
+	contentList
+	tokenLogprobsList
+)
+
+// valuesPlan appends, for each element of the array members of the valid
+// logprobs object v, in order (ValidValueElems's), the list it is in, as
+// logprobs.add tells them by their member's key. ok is false when a key
+// has an escape: add compares keys unescaped.
+func valuesPlan(v []byte, plan []listKind) ([]listKind, bool) {
+	for i := 1; ; {
+		i = jsonscan.SkipSpace(v, i)
+		if i < len(v) && v[i] == ',' {
+			i = jsonscan.SkipSpace(v, i+1)
+		}
+		if i >= len(v) || v[i] == '}' {
+			return plan, true
+		}
+		ke := jsonscan.SkipString(v, i)
+		key := v[i+1 : ke-1]
+		if slices.Contains(key, '\\') {
+			return plan, false
+		}
+		i = jsonscan.SkipSpace(v, jsonscan.SkipSpace(v, ke)+1)
+		if v[i] != '[' {
+			i = jsonscan.SkipValue(v, i)
+			continue
+		}
+		kind := otherList
+		switch string(key) {
+		case "content":
+			kind = contentList
+		case "token_logprobs":
+			kind = tokenLogprobsList
+		}
+		for i = jsonscan.SkipSpace(v, i+1); v[i] != ']'; {
+			plan = append(plan, kind)
+			if i = jsonscan.SkipSpace(v, jsonscan.SkipValue(v, i)); v[i] == ',' {
+				i = jsonscan.SkipSpace(v, i+1)
+			}
+		}
+		i++
+	}
 }
 
 // matchShape is ValidValueElems for a logprobs hole's value at data[at]
@@ -298,8 +356,12 @@ func (t *template) match(data []byte) bool {
 		}
 		lo := len(t.own)
 		end, ok := 0, false
+		var plan []listKind
 		if h.shape > 0 {
-			end, ok = t.matchShape(&t.shapes[h.shape-1], data, at)
+			sh := &t.shapes[h.shape-1]
+			if end, ok = t.matchShape(sh, data, at); ok && len(sh.plan) > 0 {
+				plan = sh.plan
+			}
 		}
 		if !ok {
 			var own []jsonscan.Elem
@@ -309,7 +371,7 @@ func (t *template) match(data []byte) bool {
 			}
 		}
 		t.vals = append(t.vals, val{raw: data[at:end], Type: jsonscan.TypeOf(data[at])})
-		t.elems = append(t.elems, holeElems{t.own[lo:len(t.own):len(t.own)], at}) // re-sliced below: t.own may move
+		t.elems = append(t.elems, holeElems{t.own[lo:len(t.own):len(t.own)], at, plan}) // re-sliced below: t.own may move
 		at, from = end, h.end
 	}
 	t.ownElems()

@@ -69,7 +69,14 @@ func genChoice(r *rand.Rand, idx int) string {
 		m = append(m, `"text":`+pick(r, `"a"`, `"zz"`, "null", "1"))
 	}
 	if r.IntN(3) == 0 {
-		m = append(m, `"logprobs":`+pick(r, "null", `{"content":[{"token":"a","logprob":-1}]}`, `{"content":[{"logprob":-0.5},{"logprob":-2}]}`, `{"token_logprobs":[-1,null],"tokens":["a","b"]}`, `{"content":null}`))
+		m = append(m, `"logprobs":`+pick(r, "null", `{"content":[{"token":"a","logprob":-1}]}`, `{"content":[{"logprob":-0.5},{"logprob":-2}]}`, `{"token_logprobs":[-1,null],"tokens":["a","b"]}`, `{"content":null}`,
+			// Keys with escapes, entries without a logprob, lists beside
+			// the sampled tokens' and repeated: what a shape's plan of the
+			// logprob values must tell apart.
+			`{"content":[{"t\u006fken":"a","logprob":-1}]}`, `{"c\u006fntent":[{"logprob":-1}]}`,
+			`{"content":[{"token":"a"},{"token":"b","logprob":-2},7],"refusal":[{"logprob":-7}]}`,
+			`{"refusal":[{"logprob":-3}],"content":[{"logprob":-4}],"content":[{"logprob":-5}]}`,
+			`{"token_logprobs":[-1,-2],"top_logprobs":[{"a":-1}],"text_offset":[0,1]}`))
 	}
 	if r.IntN(3) == 0 {
 		m = append(m, `"token_ids":`+pick(r, "[1]", "[2,3]", "null", `["x"]`, "[]"))

@@ -130,9 +130,44 @@ func (l *logprobs) add(v val, chat bool) int {
 // its array members and their "logprob" members (relative to e.base),
 // found when it was validated: an entry is not scanned again.
 func (l *logprobs) addKnown(v val, chat bool, e holeElems) int {
+	if l.valuesOnly && e.plan != nil {
+		return l.addPlanned(v, chat, e)
+	}
 	l.known = e
 	n := l.add(v, chat)
 	l.known = holeElems{}
+	return n
+}
+
+// addPlanned is add, keeping only the logprob values, for a v that matched
+// a template's shape: its elements, and which list each is in, are the
+// shape's, so the values are read where they are, without a walk of v.
+func (l *logprobs) addPlanned(v val, chat bool, e holeElems) int {
+	l.seen = true
+	want := tokenLogprobsList
+	if chat {
+		want = contentList
+	}
+	n := 0
+	for k, el := range e.spans {
+		if e.plan[k] != want {
+			continue
+		}
+		var lp val
+		switch m := el.Member; {
+		case !chat:
+			lp = val{raw: v.raw[el.Start-e.base : el.End-e.base]}
+		case m == jsonscan.Unknown:
+			lp = firstLogprob(v.raw, el.Start-e.base)
+		case m != jsonscan.Span{}:
+			lp = val{raw: v.raw[m.Start-e.base : m.End-e.base]}
+		}
+		if len(lp.raw) > 0 {
+			lp.Type = jsonscan.TypeOf(lp.raw[0])
+		}
+		l.values = append(l.values, logprobOf(lp))
+		n++
+	}
 	return n
 }
 
