@@ -166,6 +166,7 @@ func appendPlainInts(dst []int32, b []byte) ([]int32, int, bool) {
 	if i < len(b) && b[i] == ']' {
 		return dst, i + 1, true
 	}
+	dst = growFirst(dst, idRoom)
 	for i < len(b) {
 		j, n := i, int64(0)
 		for ; j < len(b) && b[j]-'0' <= 9 && n <= math.MaxInt32; j++ {
@@ -190,6 +191,22 @@ func appendPlainInts(dst []int32, b []byte) ([]int32, int, bool) {
 		}
 	}
 	return dst, 0, false
+}
+
+// idRoom is the room a list of token ids or logprobs gets with its first
+// element (see growFirst).
+const idRoom = 64
+
+// growFirst returns s, or, when it has no room at all, an empty slice with
+// room for n elements: for a list about to take its first elements. A
+// stream's token ids, logprobs and texts arrive a chunk at a time, and
+// grown from nothing by append they took about ten allocations each, twice
+// their final size in all.
+func growFirst[T any](s []T, n int) []T {
+	if cap(s) == 0 {
+		return make([]T, 0, n)
+	}
+	return s
 }
 
 // appendIDsSlow is appendIDs for any array: each element read as a value.

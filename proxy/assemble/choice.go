@@ -116,7 +116,7 @@ func (ch *choice) deltaText(key string, f val) {
 
 func (t *toolCall) addArgs(f val) {
 	t.fn.put("arguments", nullJSON)
-	t.args = f.appendString(t.args)
+	t.args = f.appendString(roomFor(t.args, f))
 }
 
 // checkCounts notes the first chunk whose token ids and logprob entries
@@ -143,12 +143,24 @@ type textField struct {
 func (t *texts) add(k string, s val) bool {
 	for i := range *t {
 		if f := &(*t)[i]; f.key == k {
-			f.b = s.appendString(f.b)
+			f.b = s.appendString(roomFor(f.b, s))
 			return true
 		}
 	}
-	*t = append(*t, textField{key: k, b: s.appendString(nil)})
+	*t = append(*t, textField{key: k, b: s.appendString(roomFor(nil, s))})
 	return false
+}
+
+// textRoom is the room a text gets with its first bytes (see growFirst).
+const textRoom = 256
+
+// roomFor is dst with room for a stream's text when it has none yet and the
+// string s adds to it.
+func roomFor(dst []byte, s val) []byte {
+	if len(s.raw) > 2 { // more than ""
+		return growFirst(dst, textRoom)
+	}
+	return dst
 }
 
 // get returns the text of field k and whether it is there.

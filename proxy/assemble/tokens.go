@@ -165,7 +165,7 @@ func (l *logprobs) addPlanned(v val, chat bool, e holeElems) int {
 		if len(lp.raw) > 0 {
 			lp.Type = jsonscan.TypeOf(lp.raw[0])
 		}
-		l.values = append(l.values, logprobOf(lp))
+		l.values = append(growFirst(l.values, idRoom), logprobOf(lp))
 		n++
 	}
 	return n
@@ -221,13 +221,13 @@ func (l *logprobs) addElems(lst *jsonList, b []byte, i int, content, tokenLogpro
 			case e.Member != jsonscan.Span{}:
 				lp = val{raw: b[e.Member.Start:e.Member.End], Type: jsonscan.TypeOf(b[e.Member.Start])}
 			}
-			l.values = append(l.values, logprobOf(lp))
+			l.values = append(growFirst(l.values, idRoom), logprobOf(lp))
 			n++
 		case tokenLogprobs:
 			if end < 0 {
 				end = jsonscan.SkipValue(b, i)
 			}
-			l.values = append(l.values, logprobOf(val{raw: b[i:end], Type: jsonscan.TypeOf(b[i])}))
+			l.values = append(growFirst(l.values, idRoom), logprobOf(val{raw: b[i:end], Type: jsonscan.TypeOf(b[i])}))
 			n++
 		case end < 0:
 			end = jsonscan.SkipValue(b, i)
