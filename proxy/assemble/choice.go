@@ -258,18 +258,13 @@ type prepared struct {
 	msg     bool // the message: appendMessage
 }
 
-// inlineMessage is the placeholder prepare gives the message that
-// appendTo writes straight into the response; compared by address, so
-// that a value the unseen fields put there instead is told apart.
-var inlineMessage = []byte("null")
-
 // prepare starts rendering the choice as the non-streaming API shapes it:
 // it sets the choice's small assembled fields (text) and reports whether
 // its message, logprobs and token ids are to be rendered from what was
 // accumulated.
 func (ch *choice) prepare(chat bool) prepared {
 	p := prepared{out: ch.fields}
-	if chat && p.out.has("message") {
+	if p.msg = chat && p.out.has("message"); p.msg {
 		// A text's first delta gave it its place among the message's
 		// fields; one without gets its place after them.
 		for _, f := range ch.texts {
@@ -277,15 +272,13 @@ func (ch *choice) prepare(chat bool) prepared {
 				ch.msg.set(f.key, nullJSON)
 			}
 		}
-		p.out.set("message", inlineMessage)
 	}
 	if s, ok := ch.texts.get("text"); ok {
 		p.out.set("text", quote(s))
 	}
 	u := ch.c.unseen
-	u.apply(&p.out, true)
-	m, _ := p.out.get("message")
-	p.msg = len(m) > 0 && &m[0] == &inlineMessage[0]
+	u.apply(&p.out, true) // an unseen message is null or gone, as the client saw it
+	p.msg = p.msg && !u.has("message", true)
 	p.lp = p.out.has("logprobs") && ch.lp.seen && !ch.lp.valuesOnly
 	p.ids = p.out.has("token_ids") && ch.ids.seen && !u.has("token_ids", true)
 	return p
@@ -332,7 +325,7 @@ func (ch *choice) appendMessage(b []byte) []byte {
 	return ch.msg.appendTo(b, func(b []byte, k string) ([]byte, bool) {
 		t, text := ch.texts.get(k)
 		switch {
-		case k == "content" && tools && (text && len(t) == 0 || !text && string(ch.msg.vals[k]) == `""`):
+		case k == "content" && tools && text && len(t) == 0:
 			return append(b, "null"...), true
 		case text:
 			return jsonout.String(b, t), true

@@ -39,10 +39,9 @@ var framers = sync.Pool{New: func() any { return newFramer() }}
 // elsewhere.
 func newFramer() *sse.Framer { return sse.NewFramer(int(^uint(0) >> 1)) }
 
-// recycleFramer hands s's framer, empty, to a later stream and gives s a
-// new one, should it be fed again.
+// recycleFramer hands s's framer, which Result emptied, to a later stream
+// and gives s a new one, should it be fed again.
 func (s *Streamer) recycleFramer() {
-	s.f.Rest()
 	if s.f.Cap() <= maxRecycled {
 		framers.Put(s.f)
 	}

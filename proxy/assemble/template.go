@@ -62,7 +62,7 @@ type holeShape struct {
 	s     jsonscan.Shape
 	elems []jsonscan.Elem
 	// plan: per element, the list of sampled-token logprobs it is in
-	// (see valuesPlan); nil when the shape has none.
+	// (see valuesPlan); empty when the shape has none.
 	plan []listKind
 }
 
@@ -171,7 +171,7 @@ func (t *template) shapeOf(v []byte) bool {
 		return false
 	}
 	if sh.plan, ok = valuesPlan(v, sh.plan[:0]); !ok || len(sh.plan) != len(sh.elems) {
-		sh.plan = sh.plan[:0:0]
+		sh.plan = sh.plan[:0]
 	}
 	t.nShapes++
 	return true
