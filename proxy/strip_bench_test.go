@@ -6,6 +6,7 @@ import (
 	"io"
 	"testing"
 
+	"github.com/orchard-rl/orchard/internal/loadgen"
 	"github.com/orchard-rl/orchard/proxy/assemble"
 	"github.com/orchard-rl/orchard/recorder"
 )
@@ -23,6 +24,30 @@ func BenchmarkStripAssemble(b *testing.B) {
 	benchStripAssemble(b, rules, "load", loadStream(275))
 	// An agent's long prompt: the first chunk carries 30,000 prompt ids.
 	benchStripAssemble(b, rules, "prompt=30000", promptStream(30000))
+	// The load benchmark's own streams: the eight turns of an episode as
+	// its upstream sends them on the token path (usage, ids, logprobs),
+	// one after the other; per-stream figures are an eighth of these.
+	bodies := scenarioBodies(b)
+	b.Run("episode", func(b *testing.B) {
+		b.SetBytes(int64(len(bytes.Join(bodies, nil))))
+		b.ReportAllocs()
+		for b.Loop() {
+			for _, raw := range bodies {
+				stripAssembleOnce(b, rules, raw)
+			}
+		}
+	})
+}
+
+// scenarioBodies renders the load benchmark's episode on the token path.
+func scenarioBodies(tb testing.TB) [][]byte {
+	var sc loadgen.Scenario
+	sc.Defaults()
+	bodies, err := sc.Bodies(true, true, true)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return bodies
 }
 
 // promptStream is the first chunk of a vLLM chat stream whose prompt had n
@@ -57,16 +82,21 @@ func benchStripAssemble(b *testing.B, rules stripRules, name string, raw []byte)
 		b.SetBytes(int64(len(raw)))
 		b.ReportAllocs()
 		for b.Loop() {
-			asm, _ := assemble.NewStreamer(recorder.APIChatCompletions)
-			asm.Hide(rules.fields) // as the proxy does
-			s := newStripper(io.NopCloser(&chunkReader{b: raw, n: 4096}), rules, asm)
-			io.Copy(io.Discard, s)
-			s.Close()
-			if r := asm.Result(); !r.Done {
-				b.Fatal("not done")
-			}
+			stripAssembleOnce(b, rules, raw)
 		}
 	})
+}
+
+// stripAssembleOnce strips and assembles one stream, read 4 KiB at a time.
+func stripAssembleOnce(b *testing.B, rules stripRules, raw []byte) {
+	asm, _ := assemble.NewStreamer(recorder.APIChatCompletions)
+	asm.Hide(rules.fields) // as the proxy does
+	s := newStripper(io.NopCloser(&chunkReader{b: raw, n: 4096}), rules, asm)
+	io.Copy(io.Discard, s)
+	s.Close()
+	if r := asm.Result(); !r.Done {
+		b.Fatal("not done")
+	}
 }
 
 // loadStream is a chat stream shaped like the load benchmark's upstream

@@ -271,3 +271,22 @@ func ParseScenario(v string) (Scenario, error) {
 	s.Defaults()
 	return s, s.Validate()
 }
+
+// Bodies renders every turn's response body as the upstream sends it to a
+// request with these fields, in turn order: for benchmarks of the proxy's
+// per-stream work on exactly the streams the load carries.
+func (s *Scenario) Bodies(usage, tokenIDs, logprobs bool) ([][]byte, error) {
+	h, err := llmtest.NewHandler(llmtest.Options{Scripts: map[string]*llmtest.Script{Model: s.script()}})
+	if err != nil {
+		return nil, fmt.Errorf("render scenario: %w", err)
+	}
+	defer h.Close()
+	v := s.variantOf(usage, tokenIDs, logprobs)
+	out := make([][]byte, s.Turns)
+	for k := range out {
+		if out[k], err = renderTurn(h, k, v); err != nil {
+			return nil, fmt.Errorf("render turn %d %+v: %w", k, v, err)
+		}
+	}
+	return out, nil
+}

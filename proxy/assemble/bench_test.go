@@ -1,10 +1,12 @@
 package assemble_test
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/orchard-rl/orchard/internal/loadgen"
 	"github.com/orchard-rl/orchard/proxy/assemble"
 	"github.com/orchard-rl/orchard/recorder"
 )
@@ -86,6 +88,31 @@ func BenchmarkStreamAgent(b *testing.B) {
 		}
 		if r := s.Result(); !r.Done || r.Err != "" {
 			b.Fatal("not done", r.Err)
+		}
+	}
+}
+
+// BenchmarkStreamEpisode assembles the load benchmark's own streams on the
+// plain path: the eight turns of an episode as its upstream sends them to a
+// client that asks for usage only, one after the other.
+func BenchmarkStreamEpisode(b *testing.B) {
+	var sc loadgen.Scenario
+	sc.Defaults()
+	bodies, err := sc.Bodies(true, false, false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(bytes.Join(bodies, nil))))
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, body := range bodies {
+			s, _ := assemble.NewStreamer(recorder.APIChatCompletions)
+			for p := body; len(p) > 0; p = p[min(len(p), 4096):] {
+				s.Write(p[:min(len(p), 4096)])
+			}
+			if r := s.Result(); !r.Done || r.Err != "" {
+				b.Fatal("not done", r.Err)
+			}
 		}
 	}
 }
