@@ -343,9 +343,14 @@ func (t *template) replay(data []byte) bool {
 // and the extents of their array members' elements (a logprobs object's
 // entries), found in the same scan.
 func (t *template) match(data []byte) bool {
-	t.vals, t.elems, t.own = t.vals[:0], t.elems[:0], t.own[:0]
+	n := len(t.holes)
+	if cap(t.vals) < n {
+		t.vals, t.elems = make([]val, n), make([]holeElems, n)
+	}
+	t.vals, t.elems, t.own = t.vals[:n], t.elems[:n], t.own[:0]
 	at, from := 0, 0 // positions in data and in t.data
-	for _, h := range t.holes {
+	for k := range t.holes {
+		h := &t.holes[k]
 		seg := t.data[from:h.start]
 		if len(data)-at < len(seg) || string(data[at:at+len(seg)]) != string(seg) {
 			return false
@@ -370,8 +375,9 @@ func (t *template) match(data []byte) bool {
 				return false
 			}
 		}
-		t.vals = append(t.vals, val{raw: data[at:end], Type: jsonscan.TypeOf(data[at])})
-		t.elems = append(t.elems, holeElems{t.own[lo:len(t.own):len(t.own)], at, plan}) // re-sliced below: t.own may move
+		v, e := &t.vals[k], &t.elems[k]
+		v.raw, v.Type = data[at:end], jsonscan.TypeOf(data[at])
+		e.spans, e.base, e.plan = t.own[lo:len(t.own):len(t.own)], at, plan // spans re-sliced below: t.own may move
 		at, from = end, h.end
 	}
 	t.ownElems()
