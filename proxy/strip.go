@@ -65,6 +65,7 @@ type stripper struct {
 	f     *sse.Framer
 	buf   []byte // read buffer, only for callers whose buffer is small
 	out   []byte
+	outp  *[]byte // holds out in outBufs while s waits (see giveOut)
 	off   int
 	err   error
 	pass  bool
@@ -82,11 +83,29 @@ type stripper struct {
 	spans  []assemble.Span // scratch: the values an event's edits null
 }
 
-// strippers recycles a stripper's buffers (output, framer, and the read
-// buffer of a small-buffered caller) across streams.
-var strippers = sync.Pool{New: func() any {
-	return &stripper{f: sse.NewFramer(0), out: make([]byte, 0, 8<<10)}
-}}
+// strippers recycles a stripper's framer and the read buffer of a
+// small-buffered caller across streams.
+var strippers = sync.Pool{New: func() any { return &stripper{f: sse.NewFramer(0)} }}
+
+// outBufs holds the output buffers of strippers that are waiting for the
+// upstream. A stripper's output grows to what one read yields (up to the
+// caller's 32 KiB and more), and a stream spends most of its life waiting
+// for the next read with that buffer drained: handing it over while it
+// waits makes the buffers in use as many as the streams being stripped at
+// that moment, not as many as there are streams.
+var outBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledOut is the largest output buffer outBufs keeps.
+const maxPooledOut = 256 << 10
+
+// takeOut gives s an empty output buffer: one a waiting stripper handed
+// over, or none yet (the first event's append makes one).
+func (s *stripper) takeOut() {
+	if s.out == nil {
+		s.outp = outBufs.Get().(*[]byte)
+		s.out = (*s.outp)[:0]
+	}
+}
 
 // minStripRead is the smallest caller buffer the stripper reads into; a
 // caller with a smaller one gets reads of this size through the
@@ -103,11 +122,13 @@ func newStripper(src io.ReadCloser, r stripRules, asm *assemble.Streamer) *strip
 func (s *stripper) Read(p []byte) (int, error) {
 	for s.off >= len(s.out) {
 		if s.err != nil {
+			s.giveOut()
 			return 0, s.err
 		}
-		s.out, s.off = s.out[:0], 0
+		s.giveOut() // drained (or none yet)
 		buf := s.readBuf(p)
 		n, err := s.src.Read(buf)
+		s.takeOut()
 		if n > 0 {
 			s.feed(buf[:n])
 		}
@@ -127,8 +148,26 @@ func (s *stripper) Read(p []byte) (int, error) {
 		}
 	}
 	n := copy(p, s.out[s.off:])
-	s.off += n
+	if s.off += n; s.off == len(s.out) {
+		s.giveOut() // drained: not held while the caller writes p out
+	}
 	return n, nil
+}
+
+// giveOut hands s's drained output buffer to a later Read, of s or of
+// another stream, while s waits for the upstream.
+func (s *stripper) giveOut() {
+	out := s.out[:0]
+	s.out, s.off = nil, 0
+	if cap(out) == 0 || cap(out) > maxPooledOut {
+		return
+	}
+	if s.outp == nil {
+		s.outp = new([]byte)
+	}
+	*s.outp = out
+	outBufs.Put(s.outp)
+	s.outp = nil
 }
 
 // readBuf is the buffer the next upstream read goes into: the caller's,
@@ -177,7 +216,8 @@ func (s *stripper) Close() error {
 	// Close ends the exchange (the client left mid-stream).
 	s.assemble(s.f.Rest())
 	err := s.src.Close()
-	*s = stripper{f: s.f, buf: s.buf, out: s.out[:0], spans: s.spans[:0]}
+	s.giveOut()
+	*s = stripper{f: s.f, buf: s.buf, spans: s.spans[:0]}
 	strippers.Put(s)
 	return err
 }

@@ -169,3 +169,56 @@ func FuzzChunkDocGet(f *testing.F) {
 		}
 	})
 }
+
+// waitReader is a reader whose Read checks, before it yields each piece,
+// that the stripper reading it holds no output buffer: a stream waiting
+// for the upstream hands its buffer to the others.
+type waitReader struct {
+	t      *testing.T
+	s      **stripper
+	pieces [][]byte
+}
+
+func (w *waitReader) Read(p []byte) (int, error) {
+	if s := *w.s; s != nil && cap(s.out) != 0 {
+		w.t.Errorf("waiting for the upstream with an output buffer of %d bytes", cap(s.out))
+	}
+	if len(w.pieces) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, w.pieces[0])
+	w.pieces = w.pieces[1:]
+	return n, nil
+}
+
+// TestStripperWaitsWithoutBuffer streams through the stripper with a reader
+// that yields one event at a time, reading with a buffer smaller than an
+// event (the output is then drained over several Reads) and with a large
+// one, and checks the output and that no output buffer is held while the
+// stripper waits for the upstream or once its output is drained.
+func TestStripperWaitsWithoutBuffer(t *testing.T) {
+	rules := stripRules{fields: []assemble.Unseen{{Name: "token_ids", PerChoice: true}}}
+	ev := "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"token_ids\":[7]}]}\n\n"
+	want := "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"token_ids\":null}]}\n\n"
+	for _, size := range []int{16, 32 << 10} {
+		var s *stripper
+		r := &waitReader{t: t, s: &s, pieces: [][]byte{[]byte(ev), []byte(ev), []byte(ev)}}
+		s = newStripper(io.NopCloser(r), rules, nil)
+		var got []byte
+		buf := make([]byte, size)
+		for {
+			n, err := s.Read(buf)
+			got = append(got, buf[:n]...)
+			if s.off == len(s.out) && cap(s.out) != 0 {
+				t.Errorf("read of %d: output drained but its buffer held", size)
+			}
+			if err != nil {
+				break
+			}
+		}
+		s.Close()
+		if string(got) != want+want+want {
+			t.Errorf("read of %d: got %q", size, got)
+		}
+	}
+}
