@@ -202,11 +202,13 @@ func (x *extractor) chat(q request, resp []byte, out gjson.Result) {
 	in.sys = 1
 	leading := true
 	elems(q.messages, q.valid, func(m gjson.Result) {
-		role := get(m, q.valid, "role").Str
-		if leading && (role == "system" || role == "developer") {
-			in.sys++
-		} else {
-			leading = false
+		if leading { // the role matters only to the leading system messages
+			role := get(m, q.valid, "role").Str
+			if role == "system" || role == "developer" {
+				in.sys++
+			} else {
+				leading = false
+			}
 		}
 		in.add(x.unit(m, chatMessage), len(m.Raw))
 	})
@@ -286,9 +288,10 @@ func chatMessage(m gjson.Result) uint64 {
 	x.content(content, 0)
 	x.word(tagArr)
 	eachElem(calls, func(c gjson.Result) {
-		x.str(c.Get("id").Str)
-		x.str(c.Get("function.name").Str)
-		x.jsonString(c.Get("function.arguments").Str)
+		id, name, args := toolCall(c)
+		x.str(id.Str)
+		x.str(name.Str)
+		x.jsonString(args.Str)
 	})
 	x.word(tagEnd)
 	x.str(callID.Str)
@@ -297,6 +300,41 @@ func chatMessage(m gjson.Result) uint64 {
 		x.jsonString(fn.Get("arguments").Str)
 	}
 	return x.sum()
+}
+
+// toolCall returns a chat tool call's id, function name and arguments, as
+// c.Get of "id", "function.name" and "function.arguments" would, in one
+// walk of the call and one of its function instead of a walk per path.
+func toolCall(c gjson.Result) (id, name, args gjson.Result) {
+	var fn gjson.Result
+	var n int
+	c.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "id":
+			if !id.Exists() {
+				id = v
+			}
+		case "function":
+			fn, n = v, n+1
+		}
+		return true
+	})
+	if n > 1 { // Get looks past a function without the member asked for
+		return id, c.Get("function.name"), c.Get("function.arguments")
+	}
+	if !fn.IsObject() {
+		return id, gjson.Result{}, gjson.Result{}
+	}
+	fn.ForEach(func(k, v gjson.Result) bool {
+		switch {
+		case k.Str == "name" && !name.Exists():
+			name = v
+		case k.Str == "arguments" && !args.Exists():
+			args = v
+		}
+		return true
+	})
+	return id, name, args
 }
 
 // skipUnit marks, in the memo, an item that makes no unit (reasoning).

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/orchard-rl/orchard/recorder"
 )
 
@@ -83,4 +85,29 @@ func FuzzExtractDiff(f *testing.F) {
 	f.Fuzz(func(t *testing.T, api uint8, req, resp []byte) {
 		extractBoth(t, diffAPIs[int(api)%len(diffAPIs)], req, resp)
 	})
+}
+
+// TestToolCallAsGet holds toolCall's one walk to the three gjson lookups
+// it replaced, on calls shaped right and wrong.
+func TestToolCallAsGet(t *testing.T) {
+	for _, c := range []string{
+		`{"id":"call_1","type":"function","function":{"name":"bash","arguments":"{\"command\":\"ls\"}"}}`,
+		`{"function":{"arguments":"{}","name":"f"},"id":"x"}`,
+		`{"id":"a","id":"b","function":{"name":"n","name":"m","arguments":"1","arguments":"2"}}`,
+		`{"function":{"name":"first"},"function":{"name":"second","arguments":"x"}}`,
+		`{"function":"bash","id":7}`,
+		`{"function":null}`, `{}`, `[]`, `"call"`, `{"i\u0064":"esc","function":{"n\u0061me":"esc"}}`,
+		`{"function":{"name":{"nested":1},"arguments":[1,2]}}`,
+	} {
+		r := gjson.Parse(c)
+		id, name, args := toolCall(r)
+		for _, p := range []struct {
+			got  gjson.Result
+			path string
+		}{{id, "id"}, {name, "function.name"}, {args, "function.arguments"}} {
+			if want := r.Get(p.path); p.got.Raw != want.Raw || p.got.Str != want.Str {
+				t.Errorf("%s: %s = %q, Get says %q", c, p.path, p.got.Raw, want.Raw)
+			}
+		}
+	}
 }
