@@ -33,6 +33,12 @@ type Framer struct {
 	eol   int
 	lineS bool
 	max   int
+	// cr: buf holds no '\r' from the scan position up to cr, where there
+	// is one, or the buffer ended when it was searched: a stream whose
+	// lines end in "\n" alone is searched for '\r' once per buffer, not
+	// once per line. Positions move with buf's bytes, so compacting buf
+	// resets it.
+	cr int
 }
 
 // NewFramer returns a Framer whose pending (unterminated) event may grow to
@@ -52,7 +58,7 @@ func (f *Framer) Write(p []byte) (int, error) {
 		n := copy(f.buf, f.buf[f.start:])
 		f.buf = f.buf[:n]
 		f.scan -= f.start
-		f.start = 0
+		f.start, f.cr = 0, 0
 	}
 	if len(f.buf)+len(p) > f.max {
 		return 0, fmt.Errorf("pending %d bytes + %d: %w", len(f.buf), len(p), ErrTooLarge)
@@ -87,14 +93,14 @@ func (f *Framer) Feed(p []byte, fn func(ev []byte, lineEnd int)) ([]byte, error)
 			fn(ev, eol)
 		}
 	}
-	f.buf, f.start, f.scan, f.eol = f.buf[:0], 0, 0, 0
+	f.buf, f.start, f.scan, f.eol, f.cr = f.buf[:0], 0, 0, 0, 0
 	// Nothing pending: scan p itself with a Framer that borrows it.
 	in := Framer{buf: p, lineS: true, max: f.max}
 	for ev, eol := in.next(false); ev != nil; ev, eol = in.next(false) {
 		fn(ev, eol)
 	}
 	if rest := p[in.start:]; len(rest) > 0 {
-		f.buf, f.start, f.scan, f.eol, f.lineS = f.buf[:0], 0, 0, 0, true
+		f.buf, f.start, f.scan, f.eol, f.lineS, f.cr = f.buf[:0], 0, 0, 0, true, 0
 		if _, err := f.Write(rest); err != nil {
 			return rest, err
 		}
@@ -136,7 +142,7 @@ func (f *Framer) next(eof bool) ([]byte, int) {
 // a stream that did not end with a blank line) and empties the Framer.
 func (f *Framer) Rest() []byte {
 	r := f.buf[f.start:]
-	f.buf, f.start, f.scan, f.eol, f.lineS = f.buf[:0], 0, 0, 0, true
+	f.buf, f.start, f.scan, f.eol, f.lineS, f.cr = f.buf[:0], 0, 0, 0, true, 0
 	return r
 }
 
@@ -158,12 +164,10 @@ func (f *Framer) findEnd(eof bool) (int, bool) {
 			// Jump to the next line terminator: most events are one long
 			// "data:" line.
 			f.lineS = false
-			j := indexEOL(b[i:])
-			if j < 0 {
+			if i = f.nextEOL(i); i < 0 {
 				i = len(b)
 				break
 			}
-			i += j
 			continue
 		}
 		// A line terminator: "\r\n", "\r" or "\n".
@@ -189,17 +193,24 @@ func (f *Framer) findEnd(eof bool) (int, bool) {
 	return 0, false
 }
 
-// indexEOL returns the index of the first '\n' or '\r' in b, or -1.
-func indexEOL(b []byte) int {
-	n := bytes.IndexByte(b, '\n')
-	if n < 0 {
-		n = len(b)
+// nextEOL returns the index in buf of the first '\n' or '\r' from i, or -1.
+// It may also return the index of another byte, where its last search for
+// '\r' ended (the buffer has grown since): the caller, seeing no
+// terminator there, asks again from that index.
+func (f *Framer) nextEOL(i int) int {
+	b := f.buf
+	lf := len(b)
+	if n := bytes.IndexByte(b[i:], '\n'); n >= 0 {
+		lf = i + n
 	}
-	if r := bytes.IndexByte(b[:n], '\r'); r >= 0 {
-		return r
+	if f.cr < i || f.cr == i && (i == len(b) || b[i] != '\r') {
+		f.cr = len(b)
+		if n := bytes.IndexByte(b[i:], '\r'); n >= 0 {
+			f.cr = i + n
+		}
 	}
-	if n == len(b) {
-		return -1
+	if end := min(lf, f.cr); end < len(b) {
+		return end
 	}
-	return n
+	return -1
 }
