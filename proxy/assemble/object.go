@@ -3,32 +3,64 @@ package assemble
 import (
 	"bytes"
 	"slices"
+	"unsafe"
 
 	"github.com/orchard-rl/orchard/internal/jsonout"
 )
 
 // object is a JSON object under construction whose keys keep the order in
 // which they were first set, so assembled responses read like the chunks
-// they came from and unknown fields survive untouched.
+// they came from and unknown fields survive untouched. Its keys are
+// searched in order (a chunk's objects have a handful, and every chunk
+// looks them up); past smallObject keys a map indexes them, so that an
+// object with thousands costs no quadratic time.
 type object struct {
-	keys []string
-	vals map[string][]byte
+	keys  []string
+	vals  [][]byte       // vals[i] is keys[i]'s raw JSON
+	index map[string]int // key to position, once there are many
+}
+
+// smallObject is the most keys an object searches without its index.
+const smallObject = 16
+
+// find returns the position of k, or -1.
+func (o *object) find(k string) int {
+	if o.index != nil {
+		if i, ok := o.index[k]; ok {
+			return i
+		}
+		return -1
+	}
+	for i, ok := range o.keys {
+		if ok == k {
+			return i
+		}
+	}
+	return -1
 }
 
 // set stores raw JSON for k, keeping k's position if it was set before.
 func (o *object) set(k string, raw []byte) {
-	if o.vals == nil {
-		o.vals = make(map[string][]byte)
+	if i := o.find(k); i >= 0 {
+		o.vals[i] = raw
+		return
 	}
-	if _, ok := o.vals[k]; !ok {
-		o.keys = append(o.keys, k)
+	o.keys, o.vals = append(o.keys, k), append(o.vals, raw)
+	switch {
+	case o.index != nil:
+		o.index[k] = len(o.keys) - 1
+	case len(o.keys) > smallObject:
+		o.index = make(map[string]int, 2*len(o.keys))
+		for i, k := range o.keys {
+			o.index[k] = i
+		}
 	}
-	o.vals[k] = raw
 }
 
-// put is set, without the map write when k already holds an equal value.
+// put is set, without a copy of the stored value when k already holds an
+// equal value.
 func (o *object) put(k string, raw []byte) {
-	if old, ok := o.vals[k]; ok && bytes.Equal(old, raw) {
+	if i := o.find(k); i >= 0 && bytes.Equal(o.vals[i], raw) {
 		return
 	}
 	o.set(k, raw)
@@ -37,37 +69,49 @@ func (o *object) put(k string, raw []byte) {
 // mergeRaw is merge for a key and value that alias a chunk: it copies them
 // only when it stores them, which for most fields of most chunks it does not.
 func (o *object) mergeRaw(k val, raw []byte) {
-	var old []byte
-	var ok bool
+	i := -1
 	if k.plain() {
-		old, ok = o.vals[string(k.raw[1:len(k.raw)-1])]
+		i = o.find(unsafeString(k.raw[1 : len(k.raw)-1])) // not kept: find only compares
 	} else {
-		old, ok = o.vals[k.String()]
+		i = o.find(k.String())
 	}
-	if ok && (isNull(raw) || bytes.Equal(old, raw)) {
+	if i >= 0 && (isNull(raw) || bytes.Equal(o.vals[i], raw)) {
 		return
 	}
 	o.set(k.String(), bytes.Clone(raw))
 }
 
+// unsafeString views b as a string for a lookup that does not keep it.
+func unsafeString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
+
 // del removes k.
 func (o *object) del(k string) {
-	if _, ok := o.vals[k]; !ok {
+	i := o.find(k)
+	if i < 0 {
 		return
 	}
-	delete(o.vals, k)
-	o.keys = slices.DeleteFunc(o.keys, func(s string) bool { return s == k })
+	o.keys, o.vals = slices.Delete(o.keys, i, i+1), slices.Delete(o.vals, i, i+1)
+	if o.index != nil {
+		delete(o.index, k)
+		for j := i; j < len(o.keys); j++ {
+			o.index[o.keys[j]] = j
+		}
+	}
 }
 
 func (o *object) get(k string) ([]byte, bool) {
-	v, ok := o.vals[k]
-	return v, ok
+	if i := o.find(k); i >= 0 {
+		return o.vals[i], true
+	}
+	return nil, false
 }
 
-func (o *object) has(k string) bool {
-	_, ok := o.vals[k]
-	return ok
-}
+func (o *object) has(k string) bool { return o.find(k) >= 0 }
 
 // bytes renders the object as compact JSON.
 func (o *object) bytes() []byte {
@@ -77,8 +121,8 @@ func (o *object) bytes() []byte {
 // size is the length of o rendered, for keys that need no escaping.
 func (o *object) size() int {
 	n := 2
-	for _, k := range o.keys {
-		n += len(k) + 4 + len(o.vals[k]) // quotes, colon, comma
+	for i, k := range o.keys {
+		n += len(k) + 4 + len(o.vals[i]) // quotes, colon, comma
 	}
 	return n
 }
@@ -101,7 +145,7 @@ func (o *object) appendTo(b []byte, value func(b []byte, k string) ([]byte, bool
 				continue
 			}
 		}
-		b = append(b, o.vals[k]...)
+		b = append(b, o.vals[i]...)
 	}
 	return append(b, '}')
 }
