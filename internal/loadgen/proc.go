@@ -21,6 +21,9 @@ type ProcStat struct {
 	CPU     time.Duration // user + system time of all its threads
 	PeakRSS int64         // bytes, VmHWM
 	RSS     int64         // bytes, VmRSS
+	// Anon is the part of RSS that is the process's own memory (RssAnon):
+	// RSS less the pages of its binary and other files it maps.
+	Anon int64
 }
 
 // proc is a child process under test: an upstream, a proxy or redis.

@@ -39,6 +39,7 @@ func readProc(pid int) (ProcStat, error) {
 	}
 	st.PeakRSS = statusKB(status, "VmHWM:")
 	st.RSS = statusKB(status, "VmRSS:")
+	st.Anon = statusKB(status, "RssAnon:")
 	return st, nil
 }
 

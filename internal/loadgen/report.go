@@ -95,6 +95,10 @@ type Cell struct {
 	RedisCPU  float64 `json:"redis_cpu_s_per_1k,omitempty"`
 	ClientCPU float64 `json:"client_cpu_s_per_1k"`
 	PeakRSSMB float64 `json:"proxy_peak_rss_mb"` // VmHWM of the proxy process
+	// PeakAnonMB is the largest RssAnon of the proxy process sampled every
+	// 100 ms: its peak RSS without the pages of its binary (orchard's is
+	// several times the size of the bare proxy's), to a sample's accuracy.
+	PeakAnonMB float64 `json:"proxy_peak_anon_mb,omitempty"`
 	// Sent and Recorded count the requests a recording proxy was sent and
 	// the calls it stored (Recorded -1: could not be read).
 	Sent     int `json:"sent,omitempty"`
@@ -186,6 +190,7 @@ func (cr *cellRun) cell(k cellKey, t target) Cell {
 	}
 	c.ProxyCPU, c.UpCPU, c.RedisCPU, c.ClientCPU = per1k(cr.proxyCPU), per1k(cr.upCPU), per1k(cr.redisCPU), per1k(cr.clientCPU)
 	c.PeakRSSMB = round(float64(cr.peakRSS)/(1<<20), 1)
+	c.PeakAnonMB = round(float64(cr.peakAnon)/(1<<20), 1)
 	c.Sent, c.Recorded, c.Spilled = cr.sent, cr.recorded, cr.spilled
 	if cr.rounds > 0 {
 		c.LoadStart = round(cr.loadStart/float64(cr.rounds), 2)

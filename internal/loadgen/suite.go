@@ -105,6 +105,7 @@ type cellRun struct {
 	proxyCPU, upCPU, redisCPU time.Duration
 	clientCPU                 time.Duration
 	peakRSS                   int64
+	peakAnon                  int64   // sampled (see sampleAnon)
 	loadStart, loadEnd        float64 // sums over rounds
 	rounds                    int
 	sent, recorded            int // requests sent to a recording proxy, and calls it stored (-1: unknown)
@@ -326,7 +327,9 @@ func (s *suite) cell(ctx context.Context, t target, key cellKey) {
 	if t.store != nil && s.cfg.Scenario.Lifecycle {
 		load.Create, load.Finish = c.Create, c.Finish
 	}
+	stopSampling := sampleAnon(px, &cr.peakAnon)
 	m := Run(ctx, c, load)
+	stopSampling()
 	c.Close()
 	if px != nil {
 		if st, err := px.stat(); err == nil {
@@ -348,6 +351,44 @@ func (s *suite) cell(ctx context.Context, t target, key cellKey) {
 	sum := m.Summarize()
 	fmt.Fprintf(s.cfg.Progress, "%-20s %-6s c=%-4d %7.1f req/s  total p50 %7.2f ms  p99 %7.2f ms  errors %d  load %.1f\n",
 		t.Name, key.mode, key.conc, sum.Throughput, sum.Total.P50, sum.Total.P99, sum.Errors, loadAvg())
+}
+
+// anonSample is how often sampleAnon reads the proxy's anonymous memory.
+const anonSample = 100 * time.Millisecond
+
+// sampleAnon reads px's anonymous resident memory every anonSample until
+// the returned function is called (which reads it once more), keeping the
+// largest in peak: the kernel keeps a peak of the whole RSS (VmHWM), which
+// also counts the pages of the proxy's binary, but none of its own memory
+// alone. A nil px samples nothing.
+func sampleAnon(px *proc, peak *int64) (stop func()) {
+	if px == nil {
+		return func() {}
+	}
+	read := func() {
+		if st, err := px.stat(); err == nil {
+			*peak = max(*peak, st.Anon)
+		}
+	}
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(anonSample)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				read()
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+		read()
+	}
 }
 
 // marker returns a [Load.Mark] that adds the CPU time the processes spend
