@@ -225,7 +225,7 @@ func (c *choices) result() Result {
 	c.tpl = c.tpl.recycle()
 	c.members, c.cur, c.validated = nil, nil, nil
 	r := Result{Done: c.done, Err: strings.Join(c.errs, "; "), Usage: c.usage}
-	if len(c.top.keys) == 0 {
+	if len(c.top.members) == 0 {
 		return r
 	}
 	chs := c.sorted()
@@ -282,4 +282,4 @@ func completionTokens(usage []byte) int64 {
 	return v.Int()
 }
 
-func (c *choices) started() bool { return len(c.top.keys) > 0 }
+func (c *choices) started() bool { return len(c.top.members) > 0 }

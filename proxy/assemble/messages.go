@@ -135,7 +135,7 @@ func (m *messages) result() Result {
 		content[j] = m.blocks[i].render()
 	}
 	m.msg.set("content", rawArray(content))
-	if len(m.usage.keys) > 0 {
+	if len(m.usage.members) > 0 {
 		u := m.usage.bytes()
 		m.msg.set("usage", u)
 		r.Usage = u

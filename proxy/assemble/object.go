@@ -15,13 +15,22 @@ import (
 // looks them up); past smallObject keys a map indexes them, so that an
 // object with thousands costs no quadratic time.
 type object struct {
-	keys  []string
-	vals  [][]byte       // vals[i] is keys[i]'s raw JSON
-	index map[string]int // key to position, once there are many
+	members []member
+	index   map[string]int // key to position, once there are many
+}
+
+// member is a key of an object and its raw JSON.
+type member struct {
+	k string
+	v []byte
 }
 
 // smallObject is the most keys an object searches without its index.
 const smallObject = 16
+
+// objectRoom is the room an object gets with its first key: chunks' objects
+// have a handful, which then cost one allocation.
+const objectRoom = 8
 
 // find returns the position of k, or -1.
 func (o *object) find(k string) int {
@@ -31,8 +40,8 @@ func (o *object) find(k string) int {
 		}
 		return -1
 	}
-	for i, ok := range o.keys {
-		if ok == k {
+	for i := range o.members {
+		if o.members[i].k == k {
 			return i
 		}
 	}
@@ -42,17 +51,20 @@ func (o *object) find(k string) int {
 // set stores raw JSON for k, keeping k's position if it was set before.
 func (o *object) set(k string, raw []byte) {
 	if i := o.find(k); i >= 0 {
-		o.vals[i] = raw
+		o.members[i].v = raw
 		return
 	}
-	o.keys, o.vals = append(o.keys, k), append(o.vals, raw)
+	if o.members == nil {
+		o.members = make([]member, 0, objectRoom)
+	}
+	o.members = append(o.members, member{k, raw})
 	switch {
 	case o.index != nil:
-		o.index[k] = len(o.keys) - 1
-	case len(o.keys) > smallObject:
-		o.index = make(map[string]int, 2*len(o.keys))
-		for i, k := range o.keys {
-			o.index[k] = i
+		o.index[k] = len(o.members) - 1
+	case len(o.members) > smallObject:
+		o.index = make(map[string]int, 2*len(o.members))
+		for i, m := range o.members {
+			o.index[m.k] = i
 		}
 	}
 }
@@ -60,7 +72,7 @@ func (o *object) set(k string, raw []byte) {
 // put is set, without a copy of the stored value when k already holds an
 // equal value.
 func (o *object) put(k string, raw []byte) {
-	if i := o.find(k); i >= 0 && bytes.Equal(o.vals[i], raw) {
+	if i := o.find(k); i >= 0 && bytes.Equal(o.members[i].v, raw) {
 		return
 	}
 	o.set(k, raw)
@@ -75,7 +87,7 @@ func (o *object) mergeRaw(k val, raw []byte) {
 	} else {
 		i = o.find(k.String())
 	}
-	if i >= 0 && (isNull(raw) || bytes.Equal(o.vals[i], raw)) {
+	if i >= 0 && (isNull(raw) || bytes.Equal(o.members[i].v, raw)) {
 		return
 	}
 	o.set(k.String(), bytes.Clone(raw))
@@ -95,18 +107,18 @@ func (o *object) del(k string) {
 	if i < 0 {
 		return
 	}
-	o.keys, o.vals = slices.Delete(o.keys, i, i+1), slices.Delete(o.vals, i, i+1)
+	o.members = slices.Delete(o.members, i, i+1)
 	if o.index != nil {
 		delete(o.index, k)
-		for j := i; j < len(o.keys); j++ {
-			o.index[o.keys[j]] = j
+		for j := i; j < len(o.members); j++ {
+			o.index[o.members[j].k] = j
 		}
 	}
 }
 
 func (o *object) get(k string) ([]byte, bool) {
 	if i := o.find(k); i >= 0 {
-		return o.vals[i], true
+		return o.members[i].v, true
 	}
 	return nil, false
 }
@@ -121,8 +133,8 @@ func (o *object) bytes() []byte {
 // size is the length of o rendered, for keys that need no escaping.
 func (o *object) size() int {
 	n := 2
-	for i, k := range o.keys {
-		n += len(k) + 4 + len(o.vals[i]) // quotes, colon, comma
+	for _, m := range o.members {
+		n += len(m.k) + 4 + len(m.v) // quotes, colon, comma
 	}
 	return n
 }
@@ -133,19 +145,19 @@ func (o *object) size() int {
 // into the final buffer, instead of rendered and copied at each level.
 func (o *object) appendTo(b []byte, value func(b []byte, k string) ([]byte, bool)) []byte {
 	b = append(b, '{')
-	for i, k := range o.keys {
+	for i, m := range o.members {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendKey(b, k)
+		b = appendKey(b, m.k)
 		b = append(b, ':')
 		if value != nil {
-			if nb, ok := value(b, k); ok {
+			if nb, ok := value(b, m.k); ok {
 				b = nb
 				continue
 			}
 		}
-		b = append(b, o.vals[i]...)
+		b = append(b, m.v...)
 	}
 	return append(b, '}')
 }
