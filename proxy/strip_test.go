@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"testing"
 	"testing/iotest"
@@ -219,6 +220,50 @@ func TestStripperWaitsWithoutBuffer(t *testing.T) {
 		s.Close()
 		if string(got) != want+want+want {
 			t.Errorf("read of %d: got %q", size, got)
+		}
+	}
+}
+
+// TestStrippersConcurrent strips the same streams on four goroutines at
+// once, each stripper handing its output buffer to the others while it
+// waits (see outBufs), and holds every output to the stream stripped
+// alone: under the race detector, a buffer shared between two live
+// strippers shows as a race or as bytes of another stream.
+func TestStrippersConcurrent(t *testing.T) {
+	rules := stripRules{fields: []assemble.Unseen{{Name: "prompt_token_ids"}, {Name: "token_ids", PerChoice: true}, {Name: "logprobs", PerChoice: true}}}
+	streams := [][]byte{loadStream(40), topLogprobsStream(30), promptStream(500)}
+	strip := func(raw []byte, step int) ([]byte, error) {
+		s := newStripper(io.NopCloser(&chunkReader{b: raw, n: step}), rules, nil)
+		defer s.Close()
+		return io.ReadAll(s)
+	}
+	want := make([][]byte, len(streams))
+	for i, raw := range streams {
+		var err error
+		if want[i], err = strip(raw, len(raw)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	errs := make(chan error, 4)
+	for g := range 4 {
+		go func() {
+			for k := range 30 {
+				i := (g + k) % len(streams)
+				got, err := strip(streams[i], 64+97*g+k)
+				if err == nil && !bytes.Equal(got, want[i]) {
+					err = fmt.Errorf("goroutine %d, stream %d: %d bytes differ from the stream stripped alone", g, i, len(got))
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Error(err)
 		}
 	}
 }
