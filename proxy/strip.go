@@ -103,7 +103,7 @@ const maxPooledOut = 256 << 10
 func (s *stripper) takeOut() {
 	if s.out == nil {
 		s.outp = outBufs.Get().(*[]byte)
-		s.out = (*s.outp)[:0]
+		s.out, *s.outp = (*s.outp)[:0], nil // the holder keeps no buffer s may outgrow
 	}
 }
 

@@ -109,6 +109,31 @@ func TestScenarioShape(t *testing.T) {
 	}
 }
 
+// TestScenarioBodies holds Bodies to the streams the upstream serves: each
+// turn's body in the variant of the fields asked for, byte for byte.
+func TestScenarioBodies(t *testing.T) {
+	var sc Scenario
+	sc.Defaults()
+	r, err := sc.render()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range variants() {
+		bodies, err := sc.Bodies(v.usage, v.tokenIDs, v.logprobs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(bodies) != sc.Turns {
+			t.Fatalf("%+v: %d bodies for %d turns", v, len(bodies), sc.Turns)
+		}
+		for k, b := range bodies {
+			if !bytes.Equal(b, r.bodies[v][k]) {
+				t.Errorf("%+v turn %d: %d bytes, the upstream serves %d", v, k, len(b), len(r.bodies[v][k]))
+			}
+		}
+	}
+}
+
 // TestThroughBareProxy runs the closed and the open loop through the bare
 // proxy to the upstream and expects every stream intact.
 func TestThroughBareProxy(t *testing.T) {

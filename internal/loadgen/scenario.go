@@ -201,23 +201,44 @@ type rendered struct {
 
 // render asks llmtest for each turn's stream once.
 func (s *Scenario) render() (*rendered, error) {
-	h, err := llmtest.NewHandler(llmtest.Options{Scripts: map[string]*llmtest.Script{Model: s.script()}})
+	h, err := s.handler()
 	if err != nil {
-		return nil, fmt.Errorf("render scenario: %w", err)
+		return nil, err
 	}
 	defer h.Close()
 	r := &rendered{events: map[variant][][][]byte{}, bodies: map[variant][][]byte{}}
 	for _, v := range variants() {
-		for k := range s.Turns {
-			body, err := renderTurn(h, k, v)
-			if err != nil {
-				return nil, fmt.Errorf("render turn %d %+v: %w", k, v, err)
-			}
-			r.bodies[v] = append(r.bodies[v], body)
+		bodies, err := renderTurns(h, s.Turns, v)
+		if err != nil {
+			return nil, err
+		}
+		r.bodies[v] = bodies
+		for _, body := range bodies {
 			r.events[v] = append(r.events[v], splitEvents(body))
 		}
 	}
 	return r, nil
+}
+
+// handler is the llmtest upstream that renders the scenario's streams.
+func (s *Scenario) handler() (*llmtest.Handler, error) {
+	h, err := llmtest.NewHandler(llmtest.Options{Scripts: map[string]*llmtest.Script{Model: s.script()}})
+	if err != nil {
+		return nil, fmt.Errorf("render scenario: %w", err)
+	}
+	return h, nil
+}
+
+// renderTurns asks h for the streams of turns 0..n-1 in variant v.
+func renderTurns(h *llmtest.Handler, n int, v variant) ([][]byte, error) {
+	out := make([][]byte, n)
+	for k := range out {
+		var err error
+		if out[k], err = renderTurn(h, k, v); err != nil {
+			return nil, fmt.Errorf("render turn %d %+v: %w", k, v, err)
+		}
+	}
+	return out, nil
 }
 
 func renderTurn(h *llmtest.Handler, k int, v variant) ([]byte, error) {
@@ -276,17 +297,10 @@ func ParseScenario(v string) (Scenario, error) {
 // request with these fields, in turn order: for benchmarks of the proxy's
 // per-stream work on exactly the streams the load carries.
 func (s *Scenario) Bodies(usage, tokenIDs, logprobs bool) ([][]byte, error) {
-	h, err := llmtest.NewHandler(llmtest.Options{Scripts: map[string]*llmtest.Script{Model: s.script()}})
+	h, err := s.handler()
 	if err != nil {
-		return nil, fmt.Errorf("render scenario: %w", err)
+		return nil, err
 	}
 	defer h.Close()
-	v := s.variantOf(usage, tokenIDs, logprobs)
-	out := make([][]byte, s.Turns)
-	for k := range out {
-		if out[k], err = renderTurn(h, k, v); err != nil {
-			return nil, fmt.Errorf("render turn %d %+v: %w", k, v, err)
-		}
-	}
-	return out, nil
+	return renderTurns(h, s.Turns, s.variantOf(usage, tokenIDs, logprobs))
 }
