@@ -83,12 +83,7 @@ func TestClassify(t *testing.T) {
 }
 
 func TestScenarioShape(t *testing.T) {
-	var sc Scenario
-	sc.Defaults()
-	r, err := sc.render()
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc, r := renderDefault(t)
 	q := sc.newRequests()
 	for k := range sc.Turns {
 		body := q.appendBody(nil, "run-w0-e0", k)
@@ -109,15 +104,22 @@ func TestScenarioShape(t *testing.T) {
 	}
 }
 
-// TestScenarioBodies holds Bodies to the streams the upstream serves: each
-// turn's body in the variant of the fields asked for, byte for byte.
-func TestScenarioBodies(t *testing.T) {
+// renderDefault renders the default scenario's streams, as the upstream does.
+func renderDefault(t *testing.T) (Scenario, *rendered) {
+	t.Helper()
 	var sc Scenario
 	sc.Defaults()
 	r, err := sc.render()
 	if err != nil {
 		t.Fatal(err)
 	}
+	return sc, r
+}
+
+// TestScenarioBodies holds Bodies to the streams the upstream serves: each
+// turn's body in the variant of the fields asked for, byte for byte.
+func TestScenarioBodies(t *testing.T) {
+	sc, r := renderDefault(t)
 	for _, v := range variants() {
 		bodies, err := sc.Bodies(v.usage, v.tokenIDs, v.logprobs)
 		if err != nil {

@@ -82,13 +82,7 @@ func BenchmarkStreamAgent(b *testing.B) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		s, _ := assemble.NewStreamer(recorder.APIChatCompletions)
-		for p := body; len(p) > 0; p = p[min(len(p), 4096):] {
-			s.Write(p[:min(len(p), 4096)])
-		}
-		if r := s.Result(); !r.Done || r.Err != "" {
-			b.Fatal("not done", r.Err)
-		}
+		streamIn4K(b, body)
 	}
 }
 
@@ -106,13 +100,19 @@ func BenchmarkStreamEpisode(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		for _, body := range bodies {
-			s, _ := assemble.NewStreamer(recorder.APIChatCompletions)
-			for p := body; len(p) > 0; p = p[min(len(p), 4096):] {
-				s.Write(p[:min(len(p), 4096)])
-			}
-			if r := s.Result(); !r.Done || r.Err != "" {
-				b.Fatal("not done", r.Err)
-			}
+			streamIn4K(b, body)
 		}
+	}
+}
+
+// streamIn4K assembles a chat stream fed to a Streamer 4 KiB at a time, as
+// the proxy's reads hand it over, and fails on a stream left unfinished.
+func streamIn4K(b *testing.B, body []byte) {
+	s, _ := assemble.NewStreamer(recorder.APIChatCompletions)
+	for p := body; len(p) > 0; p = p[min(len(p), 4096):] {
+		s.Write(p[:min(len(p), 4096)])
+	}
+	if r := s.Result(); !r.Done || r.Err != "" {
+		b.Fatal("not done", r.Err)
 	}
 }
