@@ -3,7 +3,6 @@ package assemble
 import (
 	"bytes"
 	"slices"
-	"unsafe"
 
 	"github.com/orchard-rl/orchard/internal/jsonout"
 )
@@ -81,24 +80,11 @@ func (o *object) put(k string, raw []byte) {
 // mergeRaw is merge for a key and value that alias a chunk: it copies them
 // only when it stores them, which for most fields of most chunks it does not.
 func (o *object) mergeRaw(k val, raw []byte) {
-	i := -1
-	if k.plain() {
-		i = o.find(unsafeString(k.raw[1 : len(k.raw)-1])) // not kept: find only compares
-	} else {
-		i = o.find(k.String())
-	}
-	if i >= 0 && (isNull(raw) || bytes.Equal(o.members[i].v, raw)) {
+	// k.text aliases the chunk: find only compares it, set stores a copy.
+	if i := o.find(k.text()); i >= 0 && (isNull(raw) || bytes.Equal(o.members[i].v, raw)) {
 		return
 	}
 	o.set(k.String(), bytes.Clone(raw))
-}
-
-// unsafeString views b as a string for a lookup that does not keep it.
-func unsafeString(b []byte) string {
-	if len(b) == 0 {
-		return ""
-	}
-	return unsafe.String(&b[0], len(b))
 }
 
 // del removes k.
