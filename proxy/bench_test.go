@@ -4,19 +4,23 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/orchard-rl/orchard/internal/llmtest"
+	"github.com/orchard-rl/orchard/internal/loadgen"
 	"github.com/orchard-rl/orchard/proxy"
 	"github.com/orchard-rl/orchard/proxy/proxytest"
 	"github.com/orchard-rl/orchard/recorder"
 )
 
 // BenchmarkStream measures one streamed chat call of n chunks over
-// loopback, straight to the scripted upstream and through the proxy
-// (recording and assembling; the sink discards). proxy minus direct is the
-// proxy's cost per request; its growth with n is the cost per chunk.
+// loopback: straight to the scripted upstream, through the bare
+// ReverseProxy that orchard-bench compares against, and through the proxy
+// (recording and assembling; the sink discards). proxy minus bare is the
+// proxy's own cost per request, its request path and the assembler; its
+// growth with n is the cost per chunk.
 func BenchmarkStream(b *testing.B) {
 	for _, n := range []int{10, 100, 1000} {
 		pieces := make(llmtest.Pieces, n)
@@ -26,9 +30,12 @@ func BenchmarkStream(b *testing.B) {
 		script := &llmtest.Script{Turns: []llmtest.Turn{{Choice: llmtest.Choice{Content: pieces}}}}
 		e := proxytest.NewWith(b, llmtest.Options{Scripts: map[string]*llmtest.Script{"bench": script}},
 			func(o *proxy.Options) { o.Sink = proxy.SinkFunc(func(*recorder.Call) {}) })
+		bare := httptest.NewServer(loadgen.NewBareProxy(proxytest.MustURL(b, e.Up.URL())))
+		b.Cleanup(bare.Close)
 		body := `{"model":"bench","stream":true,"messages":[{"role":"user","content":"go"}]}`
 		for _, target := range []struct{ name, url string }{
 			{"direct", e.Up.URL() + "/v1/chat/completions"},
+			{"bare", bare.URL + "/v1/chat/completions"},
 			{"proxy", e.Proxy.URL + "/e/bench/v1/chat/completions"},
 		} {
 			b.Run(fmt.Sprintf("chunks=%d/%s", n, target.name), func(b *testing.B) {

@@ -84,9 +84,14 @@ func TestClassify(t *testing.T) {
 
 func TestScenarioShape(t *testing.T) {
 	sc, r := renderDefault(t)
-	q := sc.newRequests()
-	for k := range sc.Turns {
-		body := q.appendBody(nil, "run-w0-e0", k)
+	bodies, asking := sc.Requests("run-w0-e0", false), sc.Requests("run-w0-e0", true)
+	if len(bodies) != sc.Turns || len(asking) != sc.Turns {
+		t.Fatalf("%d and %d request bodies for %d turns", len(bodies), len(asking), sc.Turns)
+	}
+	for k, body := range bodies {
+		if want := bytes.Replace(body, []byte(streamTail), []byte(idsTail), 1); !bytes.Equal(asking[k], want) {
+			t.Errorf("turn %d: the body asking for ids is not the plain one with the ids tail", k)
+		}
 		if !gjson.ValidBytes(body) {
 			t.Fatalf("turn %d: request is not valid JSON", k)
 		}

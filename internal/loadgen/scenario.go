@@ -293,6 +293,22 @@ func ParseScenario(v string) (Scenario, error) {
 	return s, s.Validate()
 }
 
+// Requests returns the request bodies of one episode's turns, in turn
+// order, as the closed-loop clients send them (a vLLM client's with
+// askIDs): for benchmarks of the proxy's per-call work on the calls the
+// load makes.
+func (s *Scenario) Requests(episode string, askIDs bool) [][]byte {
+	q := s.newRequests()
+	if askIDs {
+		q = q.askingIDs()
+	}
+	out := make([][]byte, s.Turns)
+	for k := range out {
+		out[k] = q.appendBody(nil, episode, k)
+	}
+	return out
+}
+
 // Bodies renders every turn's response body as the upstream sends it to a
 // request with these fields, in turn order: for benchmarks of the proxy's
 // per-stream work on exactly the streams the load carries.
