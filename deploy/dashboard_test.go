@@ -27,8 +27,9 @@ import (
 var metricName = regexp.MustCompile(`\borchard_[a-z_]+\b`)
 
 // TestDashboardMetricsExist: every metric the Grafana dashboard queries
-// is served on /metrics by a proxy wired as `orchard proxy` wires it (its
-// own collectors and the recorder pipeline's), after one recorded call.
+// is served on /metrics by a proxy wired as `orchard proxy --live-lineage`
+// wires it (its own collectors and the recorder pipeline's), after one
+// recorded call. The lineage panel says it needs --live-lineage.
 func TestDashboardMetricsExist(t *testing.T) {
 	b, err := os.ReadFile("grafana/orchard-dashboard.json")
 	if err != nil {
@@ -78,7 +79,8 @@ func scrapeProxy(t *testing.T) string {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(pipe.Collectors()...)
 	base, _ := url.Parse(up.URL() + "/v1")
-	h := proxy.New(proxy.Options{Upstream: &proxy.Upstream{BaseURL: base}, Sink: pipe, Registry: reg, Logger: slog.New(slog.DiscardHandler)})
+	h := proxy.New(proxy.Options{Upstream: &proxy.Upstream{BaseURL: base}, Sink: pipe, Registry: reg, Logger: slog.New(slog.DiscardHandler),
+		LiveLineage: true})
 	if err := h.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}

@@ -41,7 +41,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	m.lineage = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "orchard_proxy_lineage_total",
-		Help: "Recorded calls by how they relate to earlier calls of their episode (drift class) and harness.",
+		Help: "Recorded calls by how they relate to earlier calls of their episode (drift class) and harness; counted only with --live-lineage.",
 	}, []string{"kind", "harness"})
 	m.kinds = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "orchard_upstream_kind",

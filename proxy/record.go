@@ -78,14 +78,20 @@ func (h *Handler) record(x *exchange) {
 // of the episode that arrives after that starts its lineage over, as a
 // root.
 func (h *Handler) Forget(episode string) {
+	if h.lin == nil {
+		return
+	}
 	h.order.whenDone(episode, func() { h.lin.Forget(episode) })
 }
 
 // release classifies a record against the earlier calls of its episode
-// and hands it to the sink; arrivals calls it in arrival order.
+// (with Options.LiveLineage) and hands it to the sink; arrivals calls it in
+// arrival order.
 func (h *Handler) release(c *recorder.Call) {
-	if l, ok := h.lin.Observe(c); ok {
-		c.Lineage = &l
+	if h.lin != nil {
+		if l, ok := h.lin.Observe(c); ok {
+			c.Lineage = &l
+		}
 	}
 	h.met.observe(c)
 	h.opts.Sink.Record(c)

@@ -38,6 +38,7 @@ type proxyConfig struct {
 	TokenTTL    time.Duration // episode token lifetime; env ORCHARD_TOKEN_TTL; default 24h
 	Retention   time.Duration // finished episodes are deleted this long after finishing; 0 keeps them
 	PprofListen string        // address for net/http/pprof; "" disables it; env ORCHARD_PPROF
+	LiveLineage bool          // classify each call's lineage as it is recorded; env ORCHARD_LIVE_LINEAGE
 
 	serverLimits // spill dir and connection limits (proxy_limits.go)
 }
@@ -96,6 +97,7 @@ func (c *proxyConfig) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.TokenTTL, "token-ttl", 24*time.Hour, "lifetime of episode tokens")
 	fs.DurationVar(&c.Retention, "retention", 0, "delete finished episodes this long after they finish, e.g. 168h (0: keep)")
 	fs.StringVar(&c.PprofListen, "pprof", "", "serve net/http/pprof on this address (e.g. 127.0.0.1:6060) for profiling; off by default")
+	fs.BoolVar(&c.LiveLineage, "live-lineage", false, "classify each call's lineage (extend, retry, fork, ...) as it is recorded, for the orchard_proxy_lineage_total metric; readers classify stored episodes either way")
 	c.serverLimits.register(fs)
 	cliconf.SetEnv(fs, "upstream-key", "ORCHARD_UPSTREAM_API_KEY")
 	cliconf.SetEnv(fs, "redis", "ORCHARD_REDIS_URL")

@@ -92,7 +92,7 @@ func runProxy(ctx context.Context, cfg *proxyConfig, lg *slog.Logger, ready chan
 		IdleTimeout: cfg.IdleTimeout, MaxBodyBytes: cfg.MaxBody, BodyReadTimeout: cfg.BodyTimeout,
 		Logger:   lg,
 		Verifier: api, RequireToken: cfg.Auth == "required",
-		Registry: reg,
+		Registry: reg, LiveLineage: cfg.LiveLineage,
 	})
 	// A finished episode's lineage state goes once its calls are recorded.
 	api.OnFinish(h.Forget)

@@ -28,7 +28,8 @@ const lineageAdmin = "lineage-admin-token"
 // Service does, and once more through a single replica. A third replica,
 // started after both runs stopped (a restart), serves both episodes: their
 // calls come back in the same order with the same lineage, which is also
-// the lineage the single replica recorded at call time.
+// the lineage the single replica recorded at call time (the replicas run
+// with --live-lineage).
 func TestReplicasAgreeOnLineage(t *testing.T) {
 	rs := redistest.NewServer(t)
 	up := llmtest.NewServer(llmtest.Options{})
@@ -75,7 +76,7 @@ func startLineageReplica(t *testing.T, redisURL, upstream string) (string, func(
 	t.Helper()
 	cfg := &proxyConfig{Listen: "127.0.0.1:0", Upstream: upstream + "/v1", Redis: redisURL, IdleTimeout: time.Minute,
 		MaxBody: 1 << 20, Auth: "required", TokenSecret: "lineage-secret-of-all-replicas", AdminToken: lineageAdmin,
-		TokenTTL: time.Hour}
+		TokenTTL: time.Hour, LiveLineage: true}
 	t.Setenv("ORCHARD_SPILL_DIR", t.TempDir())
 	ctx, cancel := context.WithCancel(context.Background())
 	ready, done := make(chan string, 1), make(chan error, 1)

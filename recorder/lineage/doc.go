@@ -5,12 +5,13 @@
 // starts a new thread (fork), or repeats a prompt (retry). The result is a
 // [recorder.Lineage]; docs/token-fidelity.md defines each kind.
 //
-// It is the one classification of the project. The proxy runs it at call
-// time, one [Tracker] per process, and records the result. Readers run it
-// again over the stored episode in arrival order, so that the answer does
-// not depend on which replica saw which call: [Store] for the episode API,
-// and reconstruct, which calls [Classify] and builds its segments along
-// the result instead of threading calls itself. For the calls of an
+// It is the one classification of the project. Readers run it over the
+// stored episode in arrival order, so that the answer does not depend on
+// which replica saw which call: [Store] for the episode API, and
+// reconstruct, which calls [Classify] and builds its segments along the
+// result instead of threading calls itself. A proxy run with live lineage
+// also runs it at call time, one [Tracker] per process, for its metric,
+// and records the result. For the calls of an
 // episode in arrival order, [Classify] returns what one Tracker that
 // observed them in that order returned.
 //
