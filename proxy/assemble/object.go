@@ -3,6 +3,8 @@ package assemble
 import (
 	"bytes"
 	"slices"
+	"strings"
+	"unsafe"
 
 	"github.com/orchard-rl/orchard/internal/jsonout"
 )
@@ -77,14 +79,33 @@ func (o *object) put(k string, raw []byte) {
 	o.set(k, raw)
 }
 
+// sharedValue is the largest value mergeRaw stores in one allocation with
+// its key: the key keeps that allocation alive after the value is
+// replaced, which must not hold on to a large one.
+const sharedValue = 256
+
 // mergeRaw is merge for a key and value that alias a chunk: it copies them
-// only when it stores them, which for most fields of most chunks it does not.
+// only when it stores them, which for most fields of most chunks it does
+// not. A new member's key and small value share one allocation.
 func (o *object) mergeRaw(k val, raw []byte) {
-	// k.text aliases the chunk: find only compares it, set stores a copy.
-	if i := o.find(k.text()); i >= 0 && (isNull(raw) || bytes.Equal(o.members[i].v, raw)) {
-		return
+	// k.text aliases the chunk: find only compares it; what is stored is
+	// copied.
+	key := k.text()
+	i := o.find(key)
+	switch {
+	case i >= 0 && (isNull(raw) || bytes.Equal(o.members[i].v, raw)):
+	case i >= 0:
+		o.members[i].v = bytes.Clone(raw)
+	case len(raw) > sharedValue:
+		o.set(strings.Clone(key), bytes.Clone(raw))
+	default:
+		buf := make([]byte, len(key)+len(raw))
+		copy(buf, key)
+		copy(buf[len(key):], raw)
+		// The key's bytes are never written again, and the value's
+		// capacity ends where it does, so an append to it reallocates.
+		o.set(unsafe.String(unsafe.SliceData(buf), len(key)), buf[len(key):len(buf):len(buf)])
 	}
-	o.set(k.String(), bytes.Clone(raw))
 }
 
 // del removes k.

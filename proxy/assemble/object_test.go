@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/tidwall/gjson"
@@ -23,6 +24,9 @@ func TestObjectAsModel(t *testing.T) {
 		for range 400 {
 			k := "k" + strconv.Itoa(r.IntN(nKeys))
 			v := strconv.Itoa(r.IntN(3))
+			if r.IntN(4) == 0 { // past sharedValue: stored apart from its key
+				v = `"` + strings.Repeat(v, sharedValue) + `"`
+			}
 			switch r.IntN(5) {
 			case 0:
 				o.del(k)
@@ -32,7 +36,14 @@ func TestObjectAsModel(t *testing.T) {
 				}
 				continue
 			case 1:
-				o.mergeRaw(val{raw: quote(k), Type: gjson.String}, []byte(v))
+				// The key and value alias a chunk, which the next read
+				// overwrites: what the object keeps must be its own.
+				q := quote(k)
+				chunk := append(slices.Clip(q), v...)
+				o.mergeRaw(val{raw: chunk[:len(q)], Type: gjson.String}, chunk[len(q):])
+				for i := range chunk {
+					chunk[i] = '#'
+				}
 			case 2:
 				o.put(k, []byte(v))
 			default:
