@@ -103,6 +103,19 @@ func JSON(api recorder.API, body []byte) Result {
 	return r
 }
 
+// sortedKeys returns m's keys (indexes of choices, tool calls, items,
+// parts, blocks) in ascending order, in one allocation:
+// slices.Sorted(maps.Keys(m)) grew its slice from nil, several allocations
+// a stream for a map of one key.
+func sortedKeys[V any](m map[int64]V) []int64 {
+	idx := make([]int64, 0, len(m))
+	for i := range m {
+		idx = append(idx, i)
+	}
+	slices.Sort(idx)
+	return idx
+}
+
 // errorMessage returns the message of an error object or error chunk
 // ({"error":{...}}, {"object":"error",...}, {"type":"error",...}), or "".
 // mayBeError reports whether a JSON document could hold an error object:

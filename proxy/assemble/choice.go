@@ -2,8 +2,6 @@ package assemble
 
 import (
 	"bytes"
-	"maps"
-	"slices"
 
 	"github.com/tidwall/gjson"
 
@@ -356,7 +354,7 @@ func (ch *choice) messageSize() int {
 }
 
 // toolOrder returns the indexes of the tool calls, in order.
-func (ch *choice) toolOrder() []int64 { return slices.Sorted(maps.Keys(ch.tools)) }
+func (ch *choice) toolOrder() []int64 { return sortedKeys(ch.tools) }
 
 // appendTo appends the tool call to b, its arguments quoted in place.
 func (t *toolCall) appendTo(b []byte) []byte {

@@ -2,8 +2,6 @@ package assemble
 
 import (
 	"bytes"
-	"maps"
-	"slices"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -28,7 +26,10 @@ type choices struct {
 	tpl     *template
 	cur     []byte            // the chunk being parsed in full (for template offsets)
 	members []jsonscan.Member // scratch: the members of the chunk being parsed
-	group   int               // choice objects seen in the chunk being parsed
+	// membersRoom backs members until a chunk has more: a chat chunk has
+	// six or seven, which appending from nil allocated four times a stream.
+	membersRoom [8]jsonscan.Member
+	group       int // choice objects seen in the chunk being parsed
 	// promptRead: the top-level prompt_token_ids that validating the chunk
 	// being parsed read (see readPrompt), at promptAt in it; -1: none.
 	promptRead []int32
@@ -46,7 +47,9 @@ type idList struct {
 }
 
 func newChoices(chat bool) *choices {
-	return &choices{chat: chat, byIndex: map[int64]*choice{}, sglOut: map[int64][]int32{}, tpl: newTemplate()}
+	c := &choices{chat: chat, byIndex: map[int64]*choice{}, sglOut: map[int64][]int32{}, tpl: newTemplate()}
+	c.members = c.membersRoom[:0]
+	return c
 }
 
 // replayStripped is template.replayStripped for the next chunk.
@@ -213,7 +216,7 @@ func (c *choices) choice(i int64) *choice {
 }
 
 func (c *choices) sorted() []*choice {
-	idx := slices.Sorted(maps.Keys(c.byIndex))
+	idx := sortedKeys(c.byIndex)
 	out := make([]*choice, len(idx))
 	for j, i := range idx {
 		out[j] = c.byIndex[i]

@@ -3,8 +3,6 @@ package assemble
 import (
 	"bytes"
 	"encoding/json"
-	"maps"
-	"slices"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -129,7 +127,7 @@ func (m *messages) result() Result {
 	if !m.begun && len(m.blocks) == 0 {
 		return r
 	}
-	idx := slices.Sorted(maps.Keys(m.blocks))
+	idx := sortedKeys(m.blocks)
 	content := make([][]byte, len(idx))
 	for j, i := range idx {
 		content[j] = m.blocks[i].render()

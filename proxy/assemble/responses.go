@@ -2,8 +2,6 @@ package assemble
 
 import (
 	"encoding/json"
-	"maps"
-	"slices"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -121,7 +119,7 @@ func (r *responses) result() Result {
 }
 
 func (r *responses) output() []byte {
-	idx := slices.Sorted(maps.Keys(r.items))
+	idx := sortedKeys(r.items)
 	out := make([][]byte, 0, len(idx))
 	for _, i := range idx {
 		if b := r.items[i].render(); b != nil {
@@ -155,7 +153,7 @@ func (x *rItem) render() []byte {
 
 // parts renders indexed parts with their accumulated text (and refusal).
 func (x *rItem) parts(parts map[int64][]byte, prefix, key, refusal string) []byte {
-	idx := slices.Sorted(maps.Keys(parts))
+	idx := sortedKeys(parts)
 	out := make([][]byte, len(idx))
 	for j, i := range idx {
 		var p object
