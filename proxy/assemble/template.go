@@ -344,7 +344,7 @@ func (t *template) replay(data []byte) bool {
 // entries), found in the same scan.
 func (t *template) match(data []byte) bool {
 	n := len(t.holes)
-	if cap(t.vals) < n {
+	if cap(t.vals) < n || cap(t.elems) < n {
 		t.vals, t.elems = make([]val, n), make([]holeElems, n)
 	}
 	t.vals, t.elems, t.own = t.vals[:n], t.elems[:n], t.own[:0]
