@@ -1,8 +1,10 @@
 package embedded
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -176,4 +178,60 @@ func TestWriteCallsRejectsMissingID(t *testing.T) {
 	if c.EpisodeID != "" {
 		t.Fatal("WriteCalls modified its input")
 	}
+}
+
+// TestInterleavedWrite writes the calls of many episodes, interleaved, in
+// one write (encoded episode by episode side by side) and one call per
+// write (encoded inline) into two stores: the logs must be the same bytes,
+// so each episode deduplicated against its own calls, in their order.
+func TestInterleavedWrite(t *testing.T) {
+	var calls []*recorder.Call
+	var eps [][]*recorder.Call
+	for e := range 24 {
+		eps = append(eps, chatEpisode(fmt.Sprintf("ep-%02d", e), 6, 300))
+	}
+	for turn := range 6 {
+		for _, ep := range eps {
+			calls = append(calls, ep[turn])
+		}
+	}
+	one, each, whole := t.TempDir(), t.TempDir(), t.TempDir()
+	s1, s2 := openT(t, one, Options{NoSync: true}), openT(t, each, Options{NoSync: true})
+	s3 := openT(t, whole, Options{NoSync: true, NoDedup: true})
+	writeT(t, s1, calls...)
+	writeT(t, s3, calls...)
+	for _, c := range calls {
+		writeT(t, s2, c)
+	}
+	for _, ep := range eps {
+		assertCalls(t, callsT(t, s1, ep[0].EpisodeID), ep)
+	}
+	s1.Close()
+	s2.Close()
+	s3.Close()
+	a, b := logBytes(t, one), logBytes(t, each)
+	if !bytes.Equal(a, b) {
+		t.Fatalf("one write stored %d bytes, one call per write %d: the logs differ", len(a), len(b))
+	}
+	if n := len(logBytes(t, whole)); len(a) >= n*2/3 {
+		t.Fatalf("stored %d bytes, %d without dedup: the episodes were not deduplicated", len(a), n)
+	}
+}
+
+// logBytes is the log's segments, concatenated in name order.
+func logBytes(t *testing.T, dir string) []byte {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(dir, "*.seg"))
+	if err != nil || len(m) == 0 {
+		t.Fatalf("segments of %s: %v %v", dir, m, err)
+	}
+	var out []byte
+	for _, p := range m {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, b...)
+	}
+	return out
 }

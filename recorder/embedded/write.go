@@ -5,9 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"runtime"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/orchard-rl/orchard/recorder"
@@ -41,6 +38,8 @@ func (s *Store) writeCallsLocked(calls []*recorder.Call) (int64, error) {
 		return 0, err
 	}
 	var packs []packJob
+	var groups []encodeGroup
+	byEpisode := map[string]int{} // index in groups
 	touched := map[string]bool{}
 	inBatch := map[string]bool{}
 	for _, c := range calls {
@@ -51,23 +50,28 @@ func (s *Store) writeCallsLocked(calls []*recorder.Call) (int64, error) {
 		if st := s.idx.eps[ep]; inBatch[c.CallID] || (st != nil && has(st.callIDs, c.CallID)) {
 			continue
 		}
-		enc, err := s.encoderLocked(ep)
-		if err != nil {
-			return 0, err
+		inBatch[c.CallID] = true
+		gi, ok := byEpisode[ep]
+		if !ok {
+			enc, err := s.encoderLocked(ep)
+			if err != nil {
+				return 0, err
+			}
+			gi = len(groups)
+			byEpisode[ep], touched[ep] = gi, true
+			groups = append(groups, encodeGroup{enc: enc})
 		}
-		touched[ep], inBatch[c.CallID] = true, true
 		if c.EpisodeID != ep {
 			cc := *c
 			cc.EpisodeID = ep
 			c = &cc
 		}
-		docBytes, blocks, err := enc.Encode(c)
-		if err != nil {
-			s.dropEncoders(touched)
-			return 0, fmt.Errorf("encode call %s: %w", c.CallID, err)
-		}
-		p := appendCallHeader(nil, callHeader{episode: ep, callID: c.CallID, started: c.StartedAt})
-		packs = append(packs, packJob{payload: p, doc: docBytes, blocks: blocks})
+		groups[gi].jobs = append(groups[gi].jobs, len(packs))
+		packs = append(packs, packJob{call: c, payload: appendCallHeader(nil, callHeader{episode: ep, callID: c.CallID, started: c.StartedAt})})
+	}
+	if err := encodeAll(groups, packs); err != nil {
+		s.dropEncoders(touched) // some of them took calls that will not be stored
+		return 0, err
 	}
 	if len(packs) == 0 {
 		return s.appended, nil
@@ -91,46 +95,55 @@ func (s *Store) writeCallsLocked(calls []*recorder.Call) (int64, error) {
 	return pos, nil
 }
 
-// packJob is one call of a write: its frame payload (the call header, to
-// which Pack appends the compressed document and blocks).
+// packJob is one call of a write: the call, its frame payload (the call
+// header, to which Pack appends the compressed document and blocks), and
+// what encoding it gave.
 type packJob struct {
+	call    *recorder.Call
 	payload []byte
 	doc     []byte
 	blocks  []recorder.Block
+	err     error
 }
 
-// packAll compresses the calls of a write on up to GOMAXPROCS goroutines:
-// encoding must follow the episode's order, but compressing each call's
-// document and new blocks (most of a write's CPU) needs no shared state.
-// With the CPU saturated, the one store writer fell behind the handlers,
-// holding their calls in memory.
+// encodeGroup is the calls of one episode in a write, in their order, and
+// the episode's encoder.
+type encodeGroup struct {
+	enc  *recorder.EpisodeEncoder
+	jobs []int // indexes into the write's packJobs
+}
+
+// encodeAll encodes every episode's calls in order, episodes side by side:
+// an encoder is the one piece of state, and each is one episode's. It
+// returns the first failed call's error in write order; the encoders are
+// then unusable for this write.
+func encodeAll(groups []encodeGroup, packs []packJob) error {
+	encode := func(g *encodeGroup) {
+		for _, i := range g.jobs {
+			j := &packs[i]
+			if j.doc, j.blocks, j.err = g.enc.Encode(j.call); j.err != nil {
+				return // later calls of the episode would dedup against it
+			}
+		}
+	}
+	recorder.RunWriteJobs(len(groups), func(i int) { encode(&groups[i]) })
+	for _, j := range packs {
+		if j.err != nil {
+			return fmt.Errorf("encode call %s: %w", j.call.CallID, j.err)
+		}
+	}
+	return nil
+}
+
+// packAll compresses the calls of a write side by side: compressing each
+// call's document and new blocks needs no shared state.
 func packAll(jobs []packJob) {
-	pack := func(j *packJob) {
+	recorder.RunWriteJobs(len(jobs), func(i int) {
+		j := &jobs[i]
 		j.payload = recorder.Pack(j.payload, j.doc, j.blocks)
 		recorder.ReleaseDoc(j.doc)
-		j.doc = nil
-	}
-	workers := min(len(jobs), runtime.GOMAXPROCS(0))
-	if workers <= 1 {
-		for i := range jobs {
-			pack(&jobs[i])
-		}
-		return
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= len(jobs) {
-					return
-				}
-				pack(&jobs[i])
-			}
-		})
-	}
-	wg.Wait()
+		j.doc, j.call = nil, nil
+	})
 }
 
 func has(m map[string]struct{}, k string) bool {

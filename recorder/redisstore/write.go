@@ -141,16 +141,20 @@ func groupCalls(calls []*recorder.Call) []*episodeBatch {
 // On error every encoder whose outcome is unknown is reset.
 func (s *Store) writeRound(ctx context.Context, batches []*episodeBatch) error {
 	calls := make([]*call, len(batches))
-	for i, b := range batches {
+	errs := make([]error, len(batches))
+	recorder.RunWriteJobs(len(batches), func(i int) { // each batch is one episode's, with its own encoder
+		b := batches[i]
 		args, err := s.encodeBatch(b)
+		ek := s.keys.episode(b.id)
+		calls[i], errs[i] = &call{sc: scriptWrite, keys: []string{ek.ep, ek.log, ek.ids}, args: args}, err
+	})
+	for _, err := range errs {
 		if err != nil {
 			for _, b := range batches {
 				b.e.resetLocked() // encoded calls that will not be stored
 			}
 			return err
 		}
-		ek := s.keys.episode(b.id)
-		calls[i] = &call{sc: scriptWrite, keys: []string{ek.ep, ek.log, ek.ids}, args: args}
 	}
 	ids := make([]string, len(batches))
 	for i, b := range batches {

@@ -35,6 +35,7 @@ func Run(t *testing.T, b Backend) {
 		{"Unattributed", testUnattributed},
 		{"OddIDs", testOddIDs},
 		{"ConcurrentWrites", testConcurrentWrites},
+		{"InterleavedWrite", testInterleavedWrite},
 		{"ListEpisodes", testListEpisodes},
 		{"ListEpisodesPaging", testListEpisodesPaging},
 		{"EventsAndDelete", testEventsAndDelete},
@@ -168,6 +169,29 @@ func testConcurrentWrites(t *testing.T, b Backend) {
 	}
 	for ep, calls := range eps {
 		AssertCalls(t, Calls(t, s, ep), calls)
+	}
+}
+
+// testInterleavedWrite stores the turns of many episodes, interleaved, in
+// one write, then again with the next turns: a store that encodes a
+// write's episodes side by side must keep each episode's calls in order.
+func testInterleavedWrite(t *testing.T, b Backend) {
+	s := b.Open(t)
+	var eps [][]*recorder.Call
+	for i := range 20 {
+		eps = append(eps, ChatEpisode(fmt.Sprintf("i%02d", i), 8, 300))
+	}
+	for _, turns := range [][2]int{{0, 5}, {5, 8}} {
+		var batch []*recorder.Call
+		for turn := turns[0]; turn < turns[1]; turn++ {
+			for _, calls := range eps {
+				batch = append(batch, calls[turn])
+			}
+		}
+		Write(t, s, batch...)
+	}
+	for _, calls := range eps {
+		AssertCalls(t, Calls(t, s, calls[0].EpisodeID), calls)
 	}
 }
 
