@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/orchard-rl/orchard/recorder"
@@ -234,4 +236,24 @@ func logBytes(t *testing.T, dir string) []byte {
 		out = append(out, b...)
 	}
 	return out
+}
+
+// TestWriteEncodeError: a call that cannot be encoded (a NaN logprob has no
+// JSON) fails its whole write, whichever episode it is in; the episodes
+// encoded beside it are written again afterwards, whole and deduplicated.
+func TestWriteEncodeError(t *testing.T) {
+	dir := t.TempDir()
+	s := openT(t, dir, Options{NoSync: true})
+	good := chatEpisode("good", 4, 300)
+	writeT(t, s, good[0])
+	bad := *chatEpisode("bad", 1, 300)[0]
+	bad.Tokens = &recorder.Tokens{CompletionIDs: []int32{7}, Logprobs: []float32{float32(math.NaN())}}
+	err := s.WriteCalls(context.Background(), []*recorder.Call{good[1], &bad, good[2]})
+	if err == nil || !strings.Contains(err.Error(), bad.CallID) {
+		t.Fatalf("WriteCalls = %v, want the error of call %s", err, bad.CallID)
+	}
+	writeT(t, s, good[1:]...)
+	assertCalls(t, callsT(t, s, "good"), good)
+	s.Close()
+	assertCalls(t, callsT(t, openT(t, dir, Options{}), "good"), good)
 }
