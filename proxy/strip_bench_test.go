@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"strings"
 	"testing"
 
 	"github.com/orchard-rl/orchard/internal/loadgen"
@@ -22,6 +23,9 @@ func BenchmarkStripAssemble(b *testing.B) {
 	// The load benchmark's chunks: reasoning then content, one logprobs
 	// entry per token without alternatives.
 	benchStripAssemble(b, rules, "load", loadStream(275))
+	// A server that streams eight tokens a chunk (vLLM's --stream-interval
+	// 8), each with five alternatives: 8 logprobs entries of 18 values.
+	benchStripAssemble(b, rules, "interval=8", intervalStream(100, 8, 5))
 	// An agent's long prompt: the first chunk carries 30,000 prompt ids.
 	benchStripAssemble(b, rules, "prompt=30000", promptStream(30000))
 	// The load benchmark's own streams: the eight turns of an episode as
@@ -72,6 +76,30 @@ func topLogprobsStream(n int) []byte {
 	body.WriteString(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1767225600,"model":"qwen","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}],"prompt_token_ids":[1,2,3]}` + "\n\n")
 	for i := range n {
 		fmt.Fprintf(&body, `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1767225600,"model":"qwen","choices":[{"index":0,"delta":{"content":" tok%d"},"logprobs":{"content":[{"token":" tok%d","logprob":-0.%d,"bytes":[32,116,111,107],"top_logprobs":[{"token":" tok%d","logprob":-0.%d,"bytes":[32,116,111,107]},{"token":" a","logprob":-3.%d,"bytes":[32,97]}]}]},"finish_reason":null,"token_ids":[%d]}]}`+"\n\n", i, i, i+1, i, i+1, i+7, 1000+i)
+	}
+	body.WriteString("data: [DONE]\n\n")
+	return body.Bytes()
+}
+
+// intervalStream is a chat stream of n chunks of k tokens each, every
+// token's logprobs entry with top alternatives.
+func intervalStream(n, k, top int) []byte {
+	var body bytes.Buffer
+	body.WriteString(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1767225600,"model":"qwen","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}],"prompt_token_ids":[1,2,3]}` + "\n\n")
+	for i := range n {
+		var text, entries, ids []string
+		for j := range k {
+			tok := fmt.Sprintf(" t%d", i*k+j)
+			text = append(text, tok)
+			ids = append(ids, fmt.Sprint(1000+i*k+j))
+			var alts []string
+			for a := range top {
+				alts = append(alts, fmt.Sprintf(`{"token":"%s%d","logprob":-%d.%d,"bytes":[32,116]}`, tok, a, a, j+1))
+			}
+			entries = append(entries, fmt.Sprintf(`{"token":"%s","logprob":-0.%d,"bytes":[32,116],"top_logprobs":[%s]}`, tok, j+1, strings.Join(alts, ",")))
+		}
+		fmt.Fprintf(&body, `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1767225600,"model":"qwen","choices":[{"index":0,"delta":{"content":%q},"logprobs":{"content":[%s]},"finish_reason":null,"token_ids":[%s]}]}`+"\n\n",
+			strings.Join(text, ""), strings.Join(entries, ","), strings.Join(ids, ","))
 	}
 	body.WriteString("data: [DONE]\n\n")
 	return body.Bytes()

@@ -128,12 +128,30 @@ func (s *Shape) slotValue(b []byte, i int, kind byte) (int, bool) {
 // the value's start: x moved by the change in length of the slots that end
 // at or before it. x must not lie inside a slot.
 func (s *Shape) Offset(x, start int, ends []Span) int {
-	n := start + x
-	for k, sl := range s.slots {
-		if sl.End > x {
-			break
-		}
-		n += (ends[k].End - ends[k].Start) - (sl.End - sl.Start)
+	m := s.Mover(start, ends)
+	return m.At(x)
+}
+
+// A Mover is Offset for offsets asked in increasing order, as a value's
+// elements and their members come: each slot's change in length is added
+// once, however many offsets lie after it.
+type Mover struct {
+	slots, ends []Span
+	k, n        int // the slots passed; start plus their change in length
+}
+
+// Mover returns a Mover into the value Match matched at start with ends.
+func (s *Shape) Mover(start int, ends []Span) Mover {
+	return Mover{slots: s.slots, ends: ends, n: start}
+}
+
+// At is Offset(x, start, ends). x must not be less than the x asked
+// before it.
+func (m *Mover) At(x int) int {
+	for m.k < len(m.slots) && m.slots[m.k].End <= x {
+		sl, e := m.slots[m.k], m.ends[m.k]
+		m.n += (e.End - e.Start) - (sl.End - sl.Start)
+		m.k++
 	}
-	return n
+	return m.n + x
 }

@@ -91,6 +91,17 @@ func checkShape(t *testing.T, s *Shape, b []byte, i int) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("%q at %d: ValidValueElems found %v, the shape says %v", b, i, got, want)
 	}
+	// One Mover, asked in document order, agrees with Offset.
+	mv := s.Mover(i, ends)
+	for k, e := range src {
+		moved := Elem{Span: Span{Start: mv.At(e.Start)}, Member: e.Member}
+		if e.Member.Start > 0 {
+			moved.Member = Span{mv.At(e.Member.Start), mv.At(e.Member.End)}
+		}
+		if moved.End = mv.At(e.End); moved != want[k] {
+			t.Fatalf("%q at %d: element %d moved to %v, Offset says %v", b, i, k, moved, want[k])
+		}
+	}
 }
 
 // FuzzShape: a value made from a seed's by replacing its slots' values,

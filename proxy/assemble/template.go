@@ -238,13 +238,13 @@ func (t *template) matchShape(sh *holeShape, data []byte, at int) (int, bool) {
 	if !ok {
 		return at, false
 	}
+	mv := sh.s.Mover(at, ends) // the elements and their members come in order
 	for _, e := range sh.elems {
-		m := e.Member
+		start, m := mv.At(e.Start), e.Member
 		if m.Start > 0 { // not the zero Span or Unknown: a member found
-			m = jsonscan.Span{Start: sh.s.Offset(m.Start, at, ends), End: sh.s.Offset(m.End, at, ends)}
+			m = jsonscan.Span{Start: mv.At(m.Start), End: mv.At(m.End)}
 		}
-		span := jsonscan.Span{Start: sh.s.Offset(e.Start, at, ends), End: sh.s.Offset(e.End, at, ends)}
-		t.own = append(t.own, jsonscan.Elem{Span: span, Member: m})
+		t.own = append(t.own, jsonscan.Elem{Span: jsonscan.Span{Start: start, End: mv.At(e.End)}, Member: m})
 	}
 	return end, true
 }
