@@ -202,7 +202,7 @@ func (s *Store) forgetEncoderLocked(ep string) {
 // sizeEncodersLocked notes the size of the encoders of eps, just written,
 // then drops the least recently written encoders while their sum is over
 // Options.MaxEncoderBytes (the last one written stays).
-func (s *Store) sizeEncodersLocked(eps map[string]bool) {
+func (s *Store) sizeEncodersLocked(eps map[string]int) {
 	for ep := range eps {
 		if e := s.encoders[ep]; e != nil {
 			n := e.Bytes()

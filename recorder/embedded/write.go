@@ -39,8 +39,7 @@ func (s *Store) writeCallsLocked(calls []*recorder.Call) (int64, error) {
 	}
 	var packs []packJob
 	var groups []encodeGroup
-	byEpisode := map[string]int{} // index in groups
-	touched := map[string]bool{}
+	touched := map[string]int{} // episode -> its index in groups
 	inBatch := map[string]bool{}
 	for _, c := range calls {
 		ep := c.EpisodeID
@@ -51,14 +50,14 @@ func (s *Store) writeCallsLocked(calls []*recorder.Call) (int64, error) {
 			continue
 		}
 		inBatch[c.CallID] = true
-		gi, ok := byEpisode[ep]
+		gi, ok := touched[ep]
 		if !ok {
 			enc, err := s.encoderLocked(ep)
 			if err != nil {
 				return 0, err
 			}
 			gi = len(groups)
-			byEpisode[ep], touched[ep] = gi, true
+			touched[ep] = gi
 			groups = append(groups, encodeGroup{enc: enc})
 		}
 		if c.EpisodeID != ep {
@@ -151,7 +150,7 @@ func has(m map[string]struct{}, k string) bool {
 	return ok
 }
 
-func (s *Store) dropEncoders(eps map[string]bool) {
+func (s *Store) dropEncoders(eps map[string]int) {
 	for ep := range eps {
 		s.forgetEncoderLocked(ep)
 	}
