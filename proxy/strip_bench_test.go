@@ -23,8 +23,8 @@ func BenchmarkStripAssemble(b *testing.B) {
 	// The load benchmark's chunks: reasoning then content, one logprobs
 	// entry per token without alternatives.
 	benchStripAssemble(b, rules, "load", loadStream(275))
-	// A server that streams eight tokens a chunk (vLLM's --stream-interval
-	// 8), each with five alternatives: 8 logprobs entries of 18 values.
+	// A server that streams eight tokens a chunk (as SGLang does with
+	// --stream-interval 8), each with five alternatives: 8 logprobs entries of 18 values.
 	benchStripAssemble(b, rules, "interval=8", intervalStream(100, 8, 5))
 	// An agent's long prompt: the first chunk carries 30,000 prompt ids.
 	benchStripAssemble(b, rules, "prompt=30000", promptStream(30000))
