@@ -73,8 +73,9 @@ const (
 type callRefs struct {
 	req, resp map[string][]BlockHash // array fields' element refs by key
 	layouts   [2][]byte              // request and response layouts (see docBody)
-	toks      []int32                // prompt ids followed by completion ids
+	toks      []int32                // prompt ids followed by completion ids (a decoder's, and an encoder's while it observes)
 	lent      bool                   // toks' spare capacity belongs to a later call's toks (see extendToks)
+	seq       *tokSeq                // an encoder's: what it keeps of toks
 	meta      metaMap
 	size      int // bytes' answer, 0 until asked or after toks and layouts change
 }

@@ -249,9 +249,22 @@ func TestCodecTokensInterleaved(t *testing.T) {
 	}
 	s, enc := writeRebuilt(t, calls, 18)
 	assertSameCalls(t, s.read(t), calls)
+	recent := enc.hist.order[len(enc.hist.order)-tokenWindow:]
 	for id, r := range enc.hist.byID {
-		if r.toks != nil && id != enc.hist.order[len(enc.hist.order)-1] && id != enc.hist.order[len(enc.hist.order)-2] {
-			t.Errorf("call %s still holds %d token ids", id, len(r.toks))
+		if r.toks != nil {
+			t.Errorf("call %s still holds %d token ids after the encoder encoded", id, len(r.toks))
+		}
+		if (r.seq != nil || r.meta != nil) && !slices.Contains(recent, id) {
+			t.Errorf("call %s still holds a token sequence or metadata", id)
+		}
+	}
+	// Each call continues its thread's call three calls back: it stores
+	// only its new ids, before the rebuild and after.
+	for i, u := range s.units[3:] {
+		doc := storedDoc(t, u)
+		prev := calls[i].Tokens
+		if want := len(prev.PromptIDs) + len(prev.CompletionIDs); doc.tokPrefix != want {
+			t.Errorf("%s: token prefix %d, want %d", calls[i+3].CallID, doc.tokPrefix, want)
 		}
 	}
 }
@@ -294,4 +307,52 @@ func TestCodecTokensForks(t *testing.T) {
 			t.Errorf("call %d: decoder keeps %v, want %v", i, r.toks, want)
 		}
 	}
+}
+
+// TestCodecOldBase interleaves six threads, so that each call's best base
+// is six calls back, past the calls whose metadata and token sequences the
+// encoder keeps: such a call stores its metadata whole and its prompt ids
+// whole, and still reads back exactly.
+func TestCodecOldBase(t *testing.T) {
+	var calls []*Call
+	threads := make([][]*Call, 6)
+	for th := range threads {
+		threads[th] = growingEpisode(5, 500+100*th)
+	}
+	for i := range 5 {
+		for th := range threads {
+			c := *threads[th][i]
+			c.CallID = fmt.Sprintf("call-%02d-%d", i, th)
+			calls = append(calls, &c)
+		}
+	}
+	var s storedEpisode
+	enc := NewEpisodeEncoder(true)
+	for _, c := range calls {
+		s.write(t, enc, c)
+	}
+	assertSameCalls(t, s.read(t), calls)
+	whole := 0
+	for _, u := range s.units[6:] {
+		if doc := storedDoc(t, u); doc.base != "" && !doc.metaDelta && doc.tokPrefix == 0 {
+			whole++
+		}
+	}
+	if whole == 0 {
+		t.Error("no call was stored against a base past the token window")
+	}
+}
+
+// storedDoc parses the call document of a stored unit.
+func storedDoc(t *testing.T, unit []byte) doc {
+	t.Helper()
+	d, _, err := Unpack(unit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := parseDoc(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return doc
 }

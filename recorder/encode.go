@@ -11,9 +11,11 @@ import (
 // only cost one full ref list each time they resume.
 const encoderWindow = 16
 
-// tokenWindow is how many of the latest calls keep their token ids and
-// body layouts in an encoder (see remember).
-const tokenWindow = 2
+// tokenWindow is how many of the latest calls keep their token sequences,
+// body layouts and metadata in an encoder (see remember): enough for an
+// agent's next call to find its thread's last call with three subagents
+// interleaved.
+const tokenWindow = 4
 
 // EpisodeEncoder turns the calls of one episode into call documents and
 // blocks. With dedup on, a call's large top-level values become
@@ -58,28 +60,33 @@ func (e *EpisodeEncoder) Encode(c *Call) (docBytes []byte, newBlocks []Block, er
 		d.hasToks, prompt = true, c.Tokens.PromptIDs
 	}
 	d.req, d.resp = pr.req, pr.resp
-	base := e.chooseBase(&d, prompt)
+	ph := &promptHashes{ids: prompt}
+	base := e.chooseBase(&d, ph)
 	d.tokTail = prompt
 	if base != nil {
-		d.metaDelta = true
-		d.metaSet, d.metaDel = mm.diff(base.meta)
+		if base.meta != nil {
+			d.metaDelta = true
+			d.metaSet, d.metaDel = mm.diff(base.meta)
+		}
 		d.base = e.hist.order[e.baseIndex(base)]
 		d.req.prefix = fieldPrefixes(d.req.split.fields, base.req)
 		d.resp.prefix = fieldPrefixes(d.resp.split.fields, base.resp)
 		d.req.sameLayout(base.layouts[0])
 		d.resp.sameLayout(base.layouts[1])
-		d.tokPrefix = commonPrefix(base.toks, prompt)
+		d.tokPrefix = base.seq.prefix(ph)
 		d.tokTail = prompt[d.tokPrefix:]
 	}
 	newBlocks = e.collectNew(&d.req, newBlocks)
 	newBlocks = e.collectNew(&d.resp, newBlocks)
-	e.remember(c.CallID, &d, c.Tokens, mm, base)
+	e.remember(c.CallID, &d, c.Tokens, ph, mm, base)
 	return d.appendTo(docBuf(d.sizeHint())), newBlocks, nil
 }
 
 // Observe feeds a stored document of this episode to the encoder, so that an
 // encoder rebuilt after a restart (or a failed write) deduplicates against
-// what is already stored. Documents must be observed in storage order.
+// what is already stored. Documents must be observed in storage order, and
+// before the encoder encodes: it then keeps only hashes of the token ids
+// that observing needs in full.
 func (e *EpisodeEncoder) Observe(docBytes []byte) error {
 	d, err := parseDoc(docBytes)
 	if err != nil {
@@ -99,6 +106,9 @@ func (e *EpisodeEncoder) Observe(docBytes []byte) error {
 	}
 	if meta.Tokens != nil {
 		refs.addCompletion(meta.Tokens.CompletionIDs)
+	}
+	if d.hasToks || meta.Tokens != nil {
+		refs.seq = newTokSeq(&promptHashes{ids: refs.toks}, nil)
 	}
 	for _, f := range d.req.split.fields {
 		e.markKnown(f.refs)
@@ -237,7 +247,7 @@ func (b *docBody) sameLayout(base []byte) {
 
 // chooseBase picks, among the recent calls, the one sharing the longest
 // ref and token prefixes with d, or nil when none shares anything.
-func (e *EpisodeEncoder) chooseBase(d *doc, prompt []int32) *callRefs {
+func (e *EpisodeEncoder) chooseBase(d *doc, prompt *promptHashes) *callRefs {
 	if !e.dedup {
 		return nil
 	}
@@ -245,7 +255,7 @@ func (e *EpisodeEncoder) chooseBase(d *doc, prompt []int32) *callRefs {
 	bestScore := 0
 	for i := len(e.hist.order) - 1; i >= 0; i-- {
 		cand := e.hist.byID[e.hist.order[i]]
-		score := commonPrefix(cand.toks, prompt)
+		score := cand.seq.prefix(prompt)
 		for _, f := range d.req.split.fields {
 			score += commonPrefix(cand.req[f.key], f.refs) * 16 // a ref is worth 16 bytes, a token id ~2
 		}
@@ -291,7 +301,7 @@ func (e *EpisodeEncoder) collectNew(b *docBody, out []Block) []Block {
 	return out
 }
 
-func (e *EpisodeEncoder) remember(id string, d *doc, t *Tokens, mm metaMap, base *callRefs) {
+func (e *EpisodeEncoder) remember(id string, d *doc, t *Tokens, prompt *promptHashes, mm metaMap, base *callRefs) {
 	if !e.dedup {
 		return
 	}
@@ -308,21 +318,29 @@ func (e *EpisodeEncoder) remember(id string, d *doc, t *Tokens, mm metaMap, base
 	r := &callRefs{req: arrayRefs(d.req.split.fields), resp: arrayRefs(d.resp.split.fields), meta: mm.kept(last),
 		layouts: [2][]byte{d.req.layout, respLayout(d.resp.layout)}}
 	if t != nil {
-		r.toks = append(extendToks(base, d.tokPrefix, t.PromptIDs[d.tokPrefix:]), t.CompletionIDs...)
+		r.seq = newTokSeq(prompt, t.CompletionIDs)
 	}
 	e.hist.add(id, r)
 	e.hist.trim(encoderWindow)
-	// Token ids are kept only for the last tokenWindow calls: a prompt
-	// of thousands of ids per remembered call made token-id recording cost
-	// hundreds of MB over a thousand episodes, and an agent's next prompt
-	// continues the previous call. An older base still deduplicates blocks;
-	// its token delta starts at 0 (the whole prompt is stored).
-	// Layouts go the same way: a response's skeleton holds whatever is not
-	// split into blocks (vLLM's prompt_token_ids among it), and an older
-	// base only loses the bodySame shortcut.
-	for i := 0; i < len(e.hist.order)-tokenWindow; i++ {
-		r := e.hist.byID[e.hist.order[i]]
-		r.toks, r.layouts, r.size = nil, [2][]byte{}, 0
+	// Token sequences are kept only for the last tokenWindow calls: a
+	// prompt of thousands of ids per remembered call made token-id
+	// recording cost hundreds of MB over a thousand episodes, and an
+	// agent's next prompt continues a recent call. An older base still
+	// deduplicates blocks; its token delta starts at 0 (the whole prompt is
+	// stored). Layouts and metadata go the same way: a response's skeleton
+	// holds whatever is not split into blocks (vLLM's prompt_token_ids
+	// among it), and an older base only loses the bodySame shortcut and
+	// the metadata delta (a call's metadata, some 25 members, took a
+	// quarter of the encoders' memory kept for sixteen calls). The ids
+	// that observing kept are done with.
+	for i, id := range e.hist.order {
+		r := e.hist.byID[id]
+		if r.toks != nil {
+			r.toks, r.size = nil, 0
+		}
+		if i < len(e.hist.order)-tokenWindow && (r.seq != nil || r.layouts[0] != nil || r.layouts[1] != nil || r.meta != nil) {
+			r.seq, r.layouts, r.meta, r.size = nil, [2][]byte{}, nil, 0
+		}
 	}
 }
 
@@ -475,7 +493,7 @@ const (
 )
 
 func (r *callRefs) count() int {
-	n := 128 + len(r.layouts[0]) + len(r.layouts[1]) + 4*len(r.toks)
+	n := 128 + len(r.layouts[0]) + len(r.layouts[1]) + 4*len(r.toks) + r.seq.bytes()
 	for _, refs := range [2]map[string][]BlockHash{r.req, r.resp} {
 		for k, hs := range refs {
 			n += len(k) + mapEntry + 24 + len(hs)*len(BlockHash{})

@@ -1,0 +1,102 @@
+package recorder
+
+import (
+	"hash/maphash"
+	"slices"
+	"unsafe"
+)
+
+// tokBlock is how many token ids one hash of a tokSeq covers.
+const tokBlock = 64
+
+// tokSeq is what an encoder keeps of a call's token sequence (its prompt
+// ids, then its completion ids) to find how much of a later prompt repeats
+// it: a hash of each whole block of tokBlock ids but the last, and the
+// last tokBlock to 2*tokBlock-1 ids themselves. A next turn's prompt
+// usually parts from the sequence there (the chat template closes the
+// completion its own way), so the common prefix is found to the id there,
+// and to the block before anywhere else: a call then stores fewer than
+// tokBlock ids it could have taken from its base.
+//
+// It takes a sixteenth of the ids' memory. Keeping the ids made the
+// encoders hold 24 KB per episode in the load benchmark (a third of the
+// proxy's live heap at 256 streams on the token path), and an agent with
+// a 30,000-token context 240 KB, so that the encoders' byte bound held
+// few long-context episodes.
+type tokSeq struct {
+	n      int
+	blocks []tokHash
+	tail   []int32 // the ids after the blocks
+}
+
+// tokHash is a 128-bit hash of a block of ids, from two seeded 64-bit
+// hashes. The seeds are the process's own and the hashes never leave it,
+// so no input can be made to collide; by chance, two different blocks
+// collide once in 2^128 comparisons. That is what lets a prefix be
+// trusted without the ids, as block addresses are in the store.
+type tokHash [2]uint64
+
+var tokSeeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
+
+func hashIDs(ids []int32) tokHash {
+	b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(ids))), 4*len(ids))
+	return tokHash{maphash.Bytes(tokSeeds[0], b), maphash.Bytes(tokSeeds[1], b)}
+}
+
+// promptHashes hashes a prompt's whole blocks as they are asked for, each
+// once however many sequences it is compared with.
+type promptHashes struct {
+	ids []int32
+	hs  []tokHash
+}
+
+// at returns the hash of the prompt's block k, which must be whole.
+func (p *promptHashes) at(k int) tokHash {
+	for len(p.hs) <= k {
+		i := len(p.hs) * tokBlock
+		p.hs = append(p.hs, hashIDs(p.ids[i:i+tokBlock]))
+	}
+	return p.hs[k]
+}
+
+// prefix returns how many leading ids of p's prompt s's sequence shares,
+// to the id within s's tail and to a block boundary before it.
+func (s *tokSeq) prefix(p *promptHashes) int {
+	if s == nil {
+		return 0
+	}
+	k := 0
+	for k < len(s.blocks) && (k+1)*tokBlock <= len(p.ids) && p.at(k) == s.blocks[k] {
+		k++
+	}
+	if k < len(s.blocks) {
+		return k * tokBlock
+	}
+	return k*tokBlock + commonPrefix(s.tail, p.ids[k*tokBlock:])
+}
+
+// newTokSeq returns the sequence of p's prompt followed by completion.
+func newTokSeq(p *promptHashes, completion []int32) *tokSeq {
+	n := len(p.ids) + len(completion)
+	nb := max(0, n/tokBlock-1)
+	s := &tokSeq{n: n, blocks: make([]tokHash, nb)}
+	inPrompt := min(nb, len(p.ids)/tokBlock)
+	for k := range inPrompt {
+		s.blocks[k] = p.at(k)
+	}
+	rest := append(slices.Clip(p.ids[inPrompt*tokBlock:]), completion...)
+	for k := inPrompt; k < nb; k++ {
+		i := (k - inPrompt) * tokBlock
+		s.blocks[k] = hashIDs(rest[i : i+tokBlock])
+	}
+	s.tail = slices.Clone(rest[(nb-inPrompt)*tokBlock:])
+	return s
+}
+
+// bytes estimates the memory s holds.
+func (s *tokSeq) bytes() int {
+	if s == nil {
+		return 0
+	}
+	return 48 + len(s.blocks)*len(tokHash{})*8 + 4*len(s.tail)
+}

@@ -1,0 +1,103 @@
+package recorder
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// TestTokSeqPrefix compares a sequence's prefix with a prompt against the
+// ids' common prefix, for a prompt that parts from it at every position
+// and for prompts shorter and longer than it: exact to the id from the
+// sequence's tail on, the block boundary before the parting elsewhere.
+func TestTokSeqPrefix(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, n := range []int{0, 1, 63, 64, 65, 127, 128, 129, 300, 1000} {
+		full := make([]int32, n)
+		for i := range full {
+			full[i] = rng.Int32N(150000)
+		}
+		for _, cut := range []int{0, n / 3, n} { // where the prompt/completion boundary is
+			s := newTokSeq(&promptHashes{ids: full[:cut]}, full[cut:])
+			if s.n != n || len(s.blocks)*tokBlock+len(s.tail) != n || (n >= tokBlock && len(s.tail) < tokBlock) || len(s.tail) >= 2*tokBlock {
+				t.Fatalf("n=%d cut=%d: %d blocks and %d tail ids", n, cut, len(s.blocks), len(s.tail))
+			}
+			if want := newTokSeq(&promptHashes{ids: full}, nil); !slices.Equal(s.blocks, want.blocks) || !slices.Equal(s.tail, want.tail) {
+				t.Fatalf("n=%d cut=%d: the sequence depends on where the prompt ends", n, cut)
+			}
+			for part := 0; part <= n+1; part++ {
+				prompt := append(slices.Clone(full[:min(part, n)]), 7, 7, 7)
+				if part < n {
+					prompt[part] = full[part] + 1
+				}
+				for _, p := range [][]int32{prompt, prompt[:min(part, n)], prompt[:len(prompt)*2/3]} {
+					checkPrefix(t, s, full, p, fmt.Sprintf("n=%d cut=%d part=%d len=%d", n, cut, part, len(p)))
+				}
+			}
+		}
+	}
+}
+
+func checkPrefix(t *testing.T, s *tokSeq, full, prompt []int32, name string) {
+	t.Helper()
+	cp := commonPrefix(full, prompt)
+	want := cp
+	if cp < len(s.blocks)*tokBlock {
+		want = cp / tokBlock * tokBlock
+	}
+	if got := s.prefix(&promptHashes{ids: prompt}); got != want {
+		t.Errorf("%s: prefix %d, want %d (ids share %d)", name, got, want, cp)
+	}
+}
+
+// TestEncoderTokenPrefix encodes an agent's episode, whose every prompt
+// continues the call before (prompt and completion ids), and checks that
+// each call stores only its new ids, and that the encoder's memory for a
+// 30,000-id context is a fraction of the ids'.
+func TestEncoderTokenPrefix(t *testing.T) {
+	calls := growingEpisode(12, 4000)
+	enc := NewEpisodeEncoder(true)
+	for i, c := range calls {
+		docBytes, _, err := enc.Encode(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := parseDoc(docBytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 0
+		if i > 0 {
+			want = len(calls[i-1].Tokens.PromptIDs) + len(calls[i-1].Tokens.CompletionIDs)
+		}
+		if d.tokPrefix != want || len(d.tokTail) != len(c.Tokens.PromptIDs)-want {
+			t.Errorf("call %d: prefix %d and %d new ids, want %d and %d", i, d.tokPrefix, len(d.tokTail), want, len(c.Tokens.PromptIDs)-want)
+		}
+	}
+	long := testCall("ep", "long", 1)
+	long.Tokens = &Tokens{PromptIDs: ids(1, 30000), CompletionIDs: ids(2, 500)}
+	enc = NewEpisodeEncoder(true)
+	before := enc.Bytes()
+	if _, _, err := enc.Encode(long); err != nil {
+		t.Fatal(err)
+	}
+	// 30,500 ids: 475 block hashes of 16 bytes and 100 ids.
+	if got, idBytes := enc.Bytes()-before, 4*30500; got > idBytes/12 {
+		t.Errorf("the encoder holds %d bytes more for a call of %d bytes of ids", got, idBytes)
+	}
+}
+
+func BenchmarkTokSeq(b *testing.B) {
+	prev := ids(1, 30000)
+	next := append(slices.Clone(prev), ids(2, 500)...)
+	s := newTokSeq(&promptHashes{ids: prev}, nil)
+	b.SetBytes(4 * int64(len(next)))
+	for b.Loop() {
+		p := &promptHashes{ids: next}
+		if s.prefix(p) != len(prev) {
+			b.Fatal("prefix")
+		}
+		newTokSeq(p, ids(3, 200))
+	}
+}
