@@ -2,7 +2,6 @@ package recorder
 
 import (
 	"hash/maphash"
-	"slices"
 	"unsafe"
 )
 
@@ -52,6 +51,9 @@ type promptHashes struct {
 
 // at returns the hash of the prompt's block k, which must be whole.
 func (p *promptHashes) at(k int) tokHash {
+	if p.hs == nil {
+		p.hs = make([]tokHash, 0, len(p.ids)/tokBlock)
+	}
 	for len(p.hs) <= k {
 		i := len(p.hs) * tokBlock
 		p.hs = append(p.hs, hashIDs(p.ids[i:i+tokBlock]))
@@ -79,17 +81,23 @@ func (s *tokSeq) prefix(p *promptHashes) int {
 func newTokSeq(p *promptHashes, completion []int32) *tokSeq {
 	n := len(p.ids) + len(completion)
 	nb := max(0, n/tokBlock-1)
-	s := &tokSeq{n: n, blocks: make([]tokHash, nb)}
+	s := &tokSeq{n: n, blocks: make([]tokHash, nb), tail: make([]int32, 0, n-nb*tokBlock)}
 	inPrompt := min(nb, len(p.ids)/tokBlock)
 	for k := range inPrompt {
 		s.blocks[k] = p.at(k)
 	}
-	rest := append(slices.Clip(p.ids[inPrompt*tokBlock:]), completion...)
+	// The blocks after the prompt's whole ones join its last ids to the
+	// completion's.
+	var block [tokBlock]int32
+	rest, more := p.ids[inPrompt*tokBlock:], completion
 	for k := inPrompt; k < nb; k++ {
-		i := (k - inPrompt) * tokBlock
-		s.blocks[k] = hashIDs(rest[i : i+tokBlock])
+		b := append(block[:0], rest[:min(len(rest), tokBlock)]...)
+		rest = rest[len(b):]
+		m := tokBlock - len(b)
+		b, more = append(b, more[:m]...), more[m:]
+		s.blocks[k] = hashIDs(b)
 	}
-	s.tail = slices.Clone(rest[(nb-inPrompt)*tokBlock:])
+	s.tail = append(append(s.tail, rest...), more...)
 	return s
 }
 

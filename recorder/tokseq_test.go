@@ -101,3 +101,38 @@ func BenchmarkTokSeq(b *testing.B) {
 		newTokSeq(p, ids(3, 200))
 	}
 }
+
+// FuzzTokenDelta encodes an episode of three calls whose prompts repeat
+// parts of the calls before (the fuzzer picks how much, and what differs
+// after), rebuilds the encoder from the stored documents halfway, and
+// checks that every call's ids read back exactly: a prefix the hashes
+// found must be one the ids share.
+func FuzzTokenDelta(f *testing.F) {
+	f.Add(uint16(300), uint16(200), uint16(250), uint16(64), []byte{1, 2, 3})
+	f.Add(uint16(129), uint16(129), uint16(128), uint16(0), []byte{})
+	f.Fuzz(func(t *testing.T, n, cut, keep1, keep2 uint16, extra []byte) {
+		n, cut = n%2000, cut%2000
+		full := ids(int(n), int(n))
+		cut = min(cut, n)
+		first := testCall("ep", "a", 1)
+		first.Tokens = &Tokens{PromptIDs: full[:cut], CompletionIDs: full[cut:]}
+		next := func(id string, prev []int32, keep uint16) *Call {
+			k := int(keep) % (len(prev) + 1)
+			p := slices.Clone(prev[:k])
+			for _, b := range extra {
+				p = append(p, int32(b))
+			}
+			if k < len(prev) && len(extra) == 0 {
+				p = append(p, prev[k]+1) // parts exactly at k
+			}
+			c := testCall("ep", id, 2)
+			c.Tokens = &Tokens{PromptIDs: p, CompletionIDs: []int32{5, 6}}
+			return c
+		}
+		second := next("b", full, keep1)
+		third := next("c", append(slices.Clone(second.Tokens.PromptIDs), 5, 6), keep2)
+		calls := []*Call{first, second, third}
+		s, _ := writeRebuilt(t, calls, 2)
+		assertSameCalls(t, s.read(t), calls)
+	})
+}
