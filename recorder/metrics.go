@@ -45,5 +45,26 @@ func newPipelineMetrics(p *Pipeline) *pipelineMetrics {
 		Help: "Bytes of calls held in memory because the spill file cannot be written (a full disk).",
 	}, func() float64 { n, _ := p.spill.backlogSize(); return float64(n) })
 	m.collectors = []prometheus.Collector{m.queued, m.written, m.spilled, m.replayed, m.dropped, m.latency, queueLen, queueBytes, spillBytes, backlog}
+	if d, ok := p.store.(dedupStatser); ok {
+		m.collectors = append(m.collectors, dedupCollectors(d)...)
+	}
 	return m
+}
+
+// dedupStatser is a store that reports its dedup state (both stores do).
+type dedupStatser interface{ DedupStats() DedupStats }
+
+func dedupCollectors(d dedupStatser) []prometheus.Collector {
+	opts := func(name, help string) prometheus.GaugeOpts {
+		return prometheus.GaugeOpts{Namespace: "orchard", Subsystem: "recorder", Name: name, Help: help}
+	}
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(opts("dedup_episodes", "Episodes whose dedup state (encoder) the store keeps in memory."),
+			func() float64 { return float64(d.DedupStats().Episodes) }),
+		prometheus.NewGaugeFunc(opts("dedup_bytes", "Estimated memory of the store's dedup state, which its byte bound caps."),
+			func() float64 { return float64(d.DedupStats().Bytes) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts(opts("dedup_evictions_total",
+			"Dedup states let go by the store's bounds rather than by their episode finishing; each is rebuilt from the stored calls if the episode goes on.")),
+			func() float64 { return float64(d.DedupStats().Evictions) }),
+	}
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -385,4 +387,44 @@ func TestPipelineReplaysSpillAtShutdown(t *testing.T) {
 	if got := countsOf(p); got.spilled != got.replayed || got.written+got.replayed != 50 {
 		t.Fatalf("counts = %+v, want every spilled call replayed before Start returned", got)
 	}
+}
+
+// dedupStore is a store that reports dedup state.
+type dedupStore struct {
+	*fakeStore
+	stats DedupStats
+}
+
+func (s *dedupStore) DedupStats() DedupStats { return s.stats }
+
+// TestPipelineDedupMetrics: a store that reports its dedup state gets it
+// exported as orchard_recorder_dedup_*; one that does not, no such metric.
+func TestPipelineDedupMetrics(t *testing.T) {
+	s := &dedupStore{fakeStore: newFakeStore(), stats: DedupStats{Episodes: 7, Bytes: 123456, Evictions: 42}}
+	want := map[string]float64{"orchard_recorder_dedup_episodes": 7, "orchard_recorder_dedup_bytes": 123456, "orchard_recorder_dedup_evictions_total": 42}
+	if got := dedupMetrics(t, NewPipeline(s, testOptions(t))); !maps.Equal(got, want) {
+		t.Errorf("dedup metrics %v, want %v", got, want)
+	}
+	if got := dedupMetrics(t, NewPipeline(newFakeStore(), testOptions(t))); len(got) != 0 {
+		t.Errorf("a store without dedup state exported %v", got)
+	}
+}
+
+func dedupMetrics(t *testing.T, p *Pipeline) map[string]float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(p.Collectors()...)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if !strings.HasPrefix(mf.GetName(), "orchard_recorder_dedup_") {
+			continue
+		}
+		m := mf.GetMetric()[0]
+		got[mf.GetName()] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
+	}
+	return got
 }

@@ -45,6 +45,18 @@ type Store interface {
 	Close() error
 }
 
+// DedupStats describes a store's dedup state: the encoders it keeps in
+// memory to write an episode's next call as a delta of its earlier ones.
+type DedupStats struct {
+	Episodes int // episodes whose encoder is in memory
+	Bytes    int // the encoders' estimated memory, which the store bounds
+	// Evictions counts encoders let go by the store's bounds (episodes or
+	// bytes), not by their episode finishing or being deleted: the
+	// episode's next call rebuilds the encoder from what is stored, and
+	// until then its calls may be stored with less dedup.
+	Evictions uint64
+}
+
 // Filter selects episodes in [Store.ListEpisodes]. Zero fields match all.
 type Filter struct {
 	TaskID  string

@@ -189,6 +189,14 @@ func (s *Store) evictEncoderLocked() {
 		}
 	}
 	s.forgetEncoderLocked(oldest)
+	s.evictions++
+}
+
+// DedupStats reports the encoders the store keeps in memory.
+func (s *Store) DedupStats() recorder.DedupStats {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return recorder.DedupStats{Episodes: len(s.encoders), Bytes: s.encoderSum, Evictions: s.evictions}
 }
 
 // forgetEncoderLocked drops an episode's encoder.

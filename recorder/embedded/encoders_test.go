@@ -23,6 +23,10 @@ func TestEncoderBound(t *testing.T) {
 			t.Fatalf("%d encoders kept, bound is 3", n)
 		}
 	})
+	// Every write after the first three finds its encoder let go.
+	if st := s.DedupStats(); st.Episodes != 3 || st.Evictions != 17 || st.Bytes != s.encoderSum || st.Bytes == 0 {
+		t.Fatalf("DedupStats %+v, want 3 episodes of %d bytes and 17 evictions", st, s.encoderSum)
+	}
 }
 
 // writeRoundRobin writes the 4 turns of 5 episodes to s, turn by turn,

@@ -76,6 +76,7 @@ type Store struct {
 	encoderTick uint64
 	encoderSize map[string]int // episode -> its encoder's Bytes after its last write
 	encoderSum  int            // of encoderSize
+	evictions   uint64         // encoders dropped by the bounds
 	finished    recorder.FinishedEncoders
 	broken      error // sticky write failure: the log tail may be inconsistent
 	damage      Damage

@@ -42,6 +42,7 @@ type encoders struct {
 	m        map[string]*list.Element
 	lru      *list.List // of *episodeEncoder, most recent first
 	bytes    int        // sum of the entries' size
+	evicted  uint64     // entries dropped by the bounds
 	finished recorder.FinishedEncoders
 }
 
@@ -68,8 +69,20 @@ func (c *encoders) sized(e *episodeEncoder, n int) {
 	c.bytes += n - e.size
 	e.size = n
 	for c.bytes > c.maxBytes && c.lru.Len() > 1 {
-		c.removeLocked(c.lru.Back())
+		c.evictLocked()
 	}
+}
+
+// evictLocked drops the least recently used entry to keep a bound.
+func (c *encoders) evictLocked() {
+	c.removeLocked(c.lru.Back())
+	c.evicted++
+}
+
+func (c *encoders) stats() recorder.DedupStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return recorder.DedupStats{Episodes: c.lru.Len(), Bytes: c.bytes, Evictions: c.evicted}
 }
 
 // get returns the episode's encoder entry, creating it, and marks it used.
@@ -83,7 +96,7 @@ func (c *encoders) get(id string) *episodeEncoder {
 	e := &episodeEncoder{id: id}
 	c.m[id] = c.lru.PushFront(e)
 	for c.lru.Len() > c.max {
-		c.removeLocked(c.lru.Back())
+		c.evictLocked()
 	}
 	return e
 }

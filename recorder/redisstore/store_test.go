@@ -30,6 +30,7 @@ func TestBackends(t *testing.T) {
 				{"TwoReplicas", testTwoReplicas},
 				{"ConcurrentReplicas", testConcurrentReplicas},
 				{"EncoderBytes", testEncoderBytes},
+				{"EncoderEvictions", testEncoderEvictions},
 				{"FinishDropsEncoder", testFinishDropsEncoder},
 				{"DeleteUnderReplica", testDeleteUnderReplica},
 				{"IndexMoves", testIndexMoves},
@@ -149,6 +150,7 @@ func testEncoderBytes(t *testing.T, url string) {
 	for ep, calls := range eps {
 		assertCalls(t, callsT(t, a, ep), calls)
 	}
+	st := a.DedupStats()
 	a.encs.mu.Lock()
 	defer a.encs.mu.Unlock()
 	sum := 0
@@ -157,6 +159,32 @@ func testEncoderBytes(t *testing.T, url string) {
 	}
 	if a.encs.lru.Len() != 1 || sum != a.encs.bytes || sum == 0 {
 		t.Fatalf("%d encoders holding %d bytes (counted %d), want 1 with its size counted", a.encs.lru.Len(), sum, a.encs.bytes)
+	}
+	// Each episode's encoder was let go at least once for another's.
+	if st.Episodes != 1 || st.Bytes != sum || st.Evictions < 2 {
+		t.Fatalf("DedupStats %+v, want 1 episode of %d bytes and at least 2 evictions", st, sum)
+	}
+}
+
+// testEncoderEvictions writes five episodes turn by turn through a store
+// that keeps three encoders: every write after the first three finds its
+// encoder let go, and DedupStats counts each.
+func testEncoderEvictions(t *testing.T, url string) {
+	a := openT(t, url, Options{MaxEncoders: 3})
+	eps := make([][]*recorder.Call, 5)
+	for e := range eps {
+		eps[e] = chatEpisode(fmt.Sprintf("ev%d", e), 4, 300)
+	}
+	for turn := range 4 {
+		for e := range eps {
+			writeT(t, a, eps[e][turn])
+		}
+	}
+	for _, calls := range eps {
+		assertCalls(t, callsT(t, a, calls[0].EpisodeID), calls)
+	}
+	if st := a.DedupStats(); st.Episodes != 3 || st.Evictions != 17 || st.Bytes == 0 {
+		t.Fatalf("DedupStats %+v, want 3 episodes and 17 evictions", st)
 	}
 }
 
