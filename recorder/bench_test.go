@@ -1,6 +1,8 @@
 package recorder
 
 import (
+	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -68,4 +70,30 @@ func BenchmarkDecode(b *testing.B) {
 	for b.Loop() {
 		s.read(b)
 	}
+}
+
+// BenchmarkEncoderMemory reports the heap an encoder keeps for an episode
+// of eight vLLM calls once they are encoded (heap-B/episode): what a store
+// holds per unfinished episode, up to its bounds.
+func BenchmarkEncoderMemory(b *testing.B) {
+	calls := vllmEpisode(8)
+	var encs []*EpisodeEncoder
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for b.Loop() {
+		enc := NewEpisodeEncoder(true)
+		for _, c := range calls {
+			cc := *c
+			cc.EpisodeID, cc.prep = fmt.Sprintf("ep-%d", len(encs)), nil
+			if _, _, err := enc.Encode(&cc); err != nil {
+				b.Fatal(err)
+			}
+		}
+		encs = append(encs, enc)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(len(encs)), "heap-B/episode")
+	runtime.KeepAlive(encs)
 }

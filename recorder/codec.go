@@ -71,13 +71,33 @@ const (
 
 // callRefs is what later calls of the episode may delta-encode against.
 type callRefs struct {
-	req, resp map[string][]BlockHash // array fields' element refs by key
-	layouts   [2][]byte              // request and response layouts (see docBody)
-	toks      []int32                // prompt ids followed by completion ids (a decoder's, and an encoder's while it observes)
-	lent      bool                   // toks' spare capacity belongs to a later call's toks (see extendToks)
-	seq       *tokSeq                // an encoder's: what it keeps of toks
+	req, resp fieldRefs // array fields' element refs by key
+	layouts   [2][]byte // request and response layouts (see docBody)
+	toks      []int32   // prompt ids followed by completion ids (a decoder's, and an encoder's while it observes)
+	lent      bool      // toks' spare capacity belongs to a later call's toks (see extendToks)
+	seq       *tokSeq   // an encoder's: what it keeps of toks
 	meta      metaMap
 	size      int // bytes' answer, 0 until asked or after toks and layouts change
+}
+
+// fieldRefs are a body's array fields' element refs by key: a few keys
+// (messages, tools), so a slice rather than a map, which took 400 bytes per
+// remembered call.
+type fieldRefs []keyRefs
+
+type keyRefs struct {
+	key  string
+	refs []BlockHash
+}
+
+// get returns the refs of key, nil when there are none.
+func (f fieldRefs) get(key string) []BlockHash {
+	for _, kr := range f {
+		if kr.key == key {
+			return kr.refs
+		}
+	}
+	return nil
 }
 
 // history maps call ids to their refs, remembering arrival order.

@@ -356,3 +356,14 @@ func storedDoc(t *testing.T, unit []byte) doc {
 	}
 	return doc
 }
+
+// TestArrayRefsDuplicateKey: of a key that comes twice in a body, the refs
+// later calls delta against are the last field's, as they were when they
+// were kept in a map: records written then read the same now.
+func TestArrayRefsDuplicateKey(t *testing.T) {
+	a, b := []BlockHash{{1}}, []BlockHash{{2}, {3}}
+	fr := arrayRefs([]field{{key: "messages", refs: a}, {key: "tools", whole: true}, {key: "messages", refs: b}})
+	if len(fr) != 1 || !slices.Equal(fr.get("messages"), b) || fr.get("tools") != nil {
+		t.Fatalf("arrayRefs = %+v, want messages' last refs only", fr)
+	}
+}

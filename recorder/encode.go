@@ -3,6 +3,7 @@ package recorder
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"unsafe"
 )
 
@@ -257,10 +258,10 @@ func (e *EpisodeEncoder) chooseBase(d *doc, prompt *promptHashes) *callRefs {
 		cand := e.hist.byID[e.hist.order[i]]
 		score := cand.seq.prefix(prompt)
 		for _, f := range d.req.split.fields {
-			score += commonPrefix(cand.req[f.key], f.refs) * 16 // a ref is worth 16 bytes, a token id ~2
+			score += commonPrefix(cand.req.get(f.key), f.refs) * 16 // a ref is worth 16 bytes, a token id ~2
 		}
 		for _, f := range d.resp.split.fields {
-			score += commonPrefix(cand.resp[f.key], f.refs) * 16
+			score += commonPrefix(cand.resp.get(f.key), f.refs) * 16
 		}
 		if score > bestScore {
 			best, bestScore = cand, score
@@ -278,11 +279,11 @@ func (e *EpisodeEncoder) baseIndex(base *callRefs) int {
 	panic("recorder: base call missing from history") // unreachable: chooseBase returns a history entry
 }
 
-func fieldPrefixes(fs []field, base map[string][]BlockHash) []int {
+func fieldPrefixes(fs []field, base fieldRefs) []int {
 	p := make([]int, len(fs))
 	for i, f := range fs {
 		if !f.whole && !f.ids {
-			p[i] = commonPrefix(base[f.key], f.refs)
+			p[i] = commonPrefix(base.get(f.key), f.refs)
 		}
 	}
 	return p
@@ -331,7 +332,7 @@ func (e *EpisodeEncoder) remember(id string, d *doc, t *Tokens, prompt *promptHa
 	// holds whatever is not split into blocks (vLLM's prompt_token_ids
 	// among it), and an older base only loses the bodySame shortcut and
 	// the metadata delta (a call's metadata, some 25 members, took a
-	// quarter of the encoders' memory kept for sixteen calls). The ids
+	// quarter of the encoders' memory kept for up to sixteen calls). The ids
 	// that observing kept are done with.
 	for i, id := range e.hist.order {
 		r := e.hist.byID[id]
@@ -358,14 +359,24 @@ func respLayout(l []byte) []byte {
 	return l
 }
 
-func arrayRefs(fs []field) map[string][]BlockHash {
-	m := make(map[string][]BlockHash, len(fs))
+// arrayRefs returns the refs of fs's array fields by key; of a key that
+// comes twice (a body with a duplicate member), the last.
+func arrayRefs(fs []field) fieldRefs {
+	var out fieldRefs
 	for _, f := range fs {
-		if !f.whole && !f.ids {
-			m[f.key] = f.refs
+		if out == nil {
+			out = make(fieldRefs, 0, len(fs))
+		}
+		if f.whole || f.ids {
+			continue
+		}
+		if i := slices.IndexFunc(out, func(kr keyRefs) bool { return kr.key == f.key }); i >= 0 {
+			out[i].refs = f.refs
+		} else {
+			out = append(out, keyRefs{f.key, f.refs})
 		}
 	}
-	return m
+	return out
 }
 
 // resolveRefs completes d's array fields with the prefixes taken from its
@@ -451,14 +462,14 @@ func resolveMeta(d *doc, base, r *callRefs) error {
 	return nil
 }
 
-func resolveBody(b *docBody, base map[string][]BlockHash) error {
+func resolveBody(b *docBody, base fieldRefs) error {
 	for i := range b.split.fields {
 		f := &b.split.fields[i]
 		k := b.prefix[i]
 		if k == 0 {
 			continue
 		}
-		src := base[f.key]
+		src := base.get(f.key)
 		if k > len(src) {
 			return fmt.Errorf("field %s: prefix %d past base's %d refs: %w", f.key, k, len(src), ErrCorrupt)
 		}
@@ -494,9 +505,10 @@ const (
 
 func (r *callRefs) count() int {
 	n := 128 + len(r.layouts[0]) + len(r.layouts[1]) + 4*len(r.toks) + r.seq.bytes()
-	for _, refs := range [2]map[string][]BlockHash{r.req, r.resp} {
-		for k, hs := range refs {
-			n += len(k) + mapEntry + 24 + len(hs)*len(BlockHash{})
+	for _, refs := range [2]fieldRefs{r.req, r.resp} {
+		n += 24
+		for _, kr := range refs {
+			n += len(kr.key) + 40 + len(kr.refs)*len(BlockHash{})
 		}
 	}
 	for _, kv := range r.meta {
