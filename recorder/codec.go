@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"slices"
 )
 
 // BlockHash is the content address of a block: the first 16 bytes of the
@@ -87,7 +88,26 @@ type fieldRefs []keyRefs
 
 type keyRefs struct {
 	key  string
-	refs []BlockHash
+	refs []BlockHash // an encoder's may extend a base's, in its spare capacity (continueRefs)
+	lent bool        // refs' spare capacity belongs to a later call's refs
+}
+
+// continueRefs makes each of f's refs that continues all of base's refs of
+// its key (prefix, per field of fs, says how many it takes) extend base's,
+// shared: an agent's calls each repeat their episode's whole message list,
+// and the recent calls an encoder keeps held a copy each. f is
+// arrayRefs(fs).
+func (f fieldRefs) continueRefs(fs []field, prefix []int, base fieldRefs) {
+	for i, fl := range fs {
+		j := slices.IndexFunc(f, func(kr keyRefs) bool { return kr.key == fl.key })
+		if j < 0 || prefix == nil || prefix[i] == 0 || !sameSlice(f[j].refs, fl.refs) {
+			continue // not an array field, or a duplicate key's earlier field
+		}
+		b := slices.IndexFunc(base, func(kr keyRefs) bool { return kr.key == fl.key })
+		if b >= 0 && prefix[i] == len(base[b].refs) && !base[b].lent {
+			f[j].refs = extendShared(base[b].refs, &base[b].lent, prefix[i], fl.refs[prefix[i]:])
+		}
+	}
 }
 
 // get returns the refs of key, nil when there are none.

@@ -109,7 +109,11 @@ func (e *EpisodeEncoder) Observe(docBytes []byte) error {
 		refs.addCompletion(meta.Tokens.CompletionIDs)
 	}
 	if d.hasToks || meta.Tokens != nil {
-		refs.seq = newTokSeq(&promptHashes{ids: refs.toks}, nil)
+		var base *tokSeq
+		if b := e.hist.byID[d.base]; b != nil {
+			base = b.seq
+		}
+		refs.seq = newTokSeq(&promptHashes{ids: refs.toks}, nil, base)
 	}
 	for _, f := range d.req.split.fields {
 		e.markKnown(f.refs)
@@ -318,8 +322,14 @@ func (e *EpisodeEncoder) remember(id string, d *doc, t *Tokens, prompt *promptHa
 	}
 	r := &callRefs{req: arrayRefs(d.req.split.fields), resp: arrayRefs(d.resp.split.fields), meta: mm.kept(last),
 		layouts: [2][]byte{d.req.layout, respLayout(d.resp.layout)}}
+	var baseSeq *tokSeq
+	if base != nil {
+		r.req.continueRefs(d.req.split.fields, d.req.prefix, base.req)
+		r.resp.continueRefs(d.resp.split.fields, d.resp.prefix, base.resp)
+		baseSeq = base.seq
+	}
 	if t != nil {
-		r.seq = newTokSeq(prompt, t.CompletionIDs)
+		r.seq = newTokSeq(prompt, t.CompletionIDs, baseSeq)
 	}
 	e.hist.add(id, r)
 	e.hist.trim(encoderWindow)
@@ -373,7 +383,7 @@ func arrayRefs(fs []field) fieldRefs {
 		if i := slices.IndexFunc(out, func(kr keyRefs) bool { return kr.key == f.key }); i >= 0 {
 			out[i].refs = f.refs
 		} else {
-			out = append(out, keyRefs{f.key, f.refs})
+			out = append(out, keyRefs{key: f.key, refs: f.refs})
 		}
 	}
 	return out
@@ -429,11 +439,19 @@ func extendToks(base *callRefs, prefix int, tail []int32) []int32 {
 	if base == nil {
 		return append([]int32(nil), tail...)
 	}
-	if !base.lent && prefix > 0 && prefix == len(base.toks) {
-		base.lent = true
-		return append(base.toks, tail...)
+	return extendShared(base.toks, &base.lent, prefix, tail)
+}
+
+// extendShared returns the first prefix elements of base followed by tail.
+// When prefix is all of base and *lent is false, it appends tail in base's
+// spare capacity and sets *lent: the first continuation shares base's
+// memory, and the others (forks) copy, so that none writes over another.
+func extendShared[T any](base []T, lent *bool, prefix int, tail []T) []T {
+	if !*lent && prefix > 0 && prefix == len(base) {
+		*lent = true
+		return append(base, tail...)
 	}
-	return append(append(make([]int32, 0, prefix+len(tail)), base.toks[:prefix]...), tail...)
+	return append(append(make([]T, 0, prefix+len(tail)), base[:prefix]...), tail...)
 }
 
 // addCompletion appends a call's completion ids to its token sequence, which
@@ -481,12 +499,47 @@ func resolveBody(b *docBody, base fieldRefs) error {
 // Bytes estimates the memory the encoder's dedup state holds: the block
 // addresses it knows and the refs, token ids, layouts and metadata of the
 // calls it remembers. Stores bound their encoders by it.
-func (e *EpisodeEncoder) Bytes() int {
+func (e *EpisodeEncoder) Bytes() int { return e.size((*callRefs).bytes) }
+
+// size is Bytes with each remembered call's own part (its refs' and
+// sequence's arrays aside) from perCall.
+func (e *EpisodeEncoder) size(perCall func(*callRefs) int) int {
 	n := 256 + len(e.known)*(len(BlockHash{})+mapEntry)
+	var arrays sharedArrays
 	for id, r := range e.hist.byID {
-		n += len(id) + mapEntry + r.bytes()
+		n += len(id) + mapEntry + perCall(r)
+		if r.seq != nil {
+			n += arrays.add(r.seq.blocks, len(tokHash{})*8)
+		}
+		for _, refs := range [2]fieldRefs{r.req, r.resp} {
+			for _, kr := range refs {
+				n += arrays.add(kr.refs, len(BlockHash{}))
+			}
+		}
 	}
 	return n
+}
+
+// sharedArrays counts the arrays behind the slices an encoder keeps, each
+// once however many calls' slices share it (see extendShared).
+type sharedArrays []unsafe.Pointer
+
+// add returns the size of s's array, elem bytes per element of its
+// capacity, unless it was counted before.
+func (a *sharedArrays) add(s any, elem int) int {
+	var p unsafe.Pointer
+	var c int
+	switch s := s.(type) {
+	case []tokHash:
+		p, c = unsafe.Pointer(unsafe.SliceData(s)), cap(s)
+	case []BlockHash:
+		p, c = unsafe.Pointer(unsafe.SliceData(s)), cap(s)
+	}
+	if p == nil || slices.Contains(*a, p) {
+		return 0
+	}
+	*a = append(*a, p)
+	return c * elem
 }
 
 func (r *callRefs) bytes() int {
@@ -508,7 +561,7 @@ func (r *callRefs) count() int {
 	for _, refs := range [2]fieldRefs{r.req, r.resp} {
 		n += 24
 		for _, kr := range refs {
-			n += len(kr.key) + 40 + len(kr.refs)*len(BlockHash{})
+			n += len(kr.key) + 48 // and the refs' array: Bytes
 		}
 	}
 	for _, kv := range r.meta {

@@ -69,12 +69,8 @@ func TestEncoderBytes(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := e.Bytes()
-		fresh := 256 + len(e.known)*(len(BlockHash{})+mapEntry)
-		for id, r := range e.hist.byID {
-			fresh += len(id) + mapEntry + r.count()
-		}
-		if got != fresh {
-			t.Fatalf("call %d: Bytes %d, a fresh count %d", i, got, fresh)
+		if fresh := e.size((*callRefs).count); got != fresh {
+			t.Fatalf("call %d: Bytes %d, a fresh count %d", i, got, e.size((*callRefs).count))
 		}
 		if i < 3 && got <= prev {
 			t.Fatalf("call %d: Bytes %d did not grow from %d", i, got, prev)

@@ -24,8 +24,9 @@ const tokBlock = 64
 // few long-context episodes.
 type tokSeq struct {
 	n      int
-	blocks []tokHash
-	tail   []int32 // the ids after the blocks
+	blocks []tokHash // may extend the blocks of the sequence it continues, in their spare capacity
+	lent   bool      // blocks' spare capacity belongs to a later sequence's
+	tail   []int32   // the ids after the blocks
 }
 
 // tokHash is a 128-bit hash of a block of ids, from two seeded 64-bit
@@ -77,14 +78,22 @@ func (s *tokSeq) prefix(p *promptHashes) int {
 	return k*tokBlock + commonPrefix(s.tail, p.ids[k*tokBlock:])
 }
 
-// newTokSeq returns the sequence of p's prompt followed by completion.
-func newTokSeq(p *promptHashes, completion []int32) *tokSeq {
+// newTokSeq returns the sequence of p's prompt followed by completion. When
+// the prompt continues all of base's blocks (an agent's next turn), the
+// sequence's blocks extend base's, shared, so that a long episode's recent
+// calls do not each hold their context's hashes.
+func newTokSeq(p *promptHashes, completion []int32, base *tokSeq) *tokSeq {
 	n := len(p.ids) + len(completion)
 	nb := max(0, n/tokBlock-1)
-	s := &tokSeq{n: n, blocks: make([]tokHash, nb), tail: make([]int32, 0, n-nb*tokBlock)}
 	inPrompt := min(nb, len(p.ids)/tokBlock)
-	for k := range inPrompt {
-		s.blocks[k] = p.at(k)
+	s := &tokSeq{n: n, tail: make([]int32, 0, n-nb*tokBlock)}
+	if shared := base.sharedBlocks(p, inPrompt); shared > 0 && !base.lent {
+		s.blocks, base.lent = base.blocks, true
+	} else {
+		s.blocks = make([]tokHash, 0, nb)
+	}
+	for k := len(s.blocks); k < inPrompt; k++ {
+		s.blocks = append(s.blocks, p.at(k))
 	}
 	// The blocks after the prompt's whole ones join its last ids to the
 	// completion's.
@@ -95,16 +104,31 @@ func newTokSeq(p *promptHashes, completion []int32) *tokSeq {
 		rest = rest[len(b):]
 		m := tokBlock - len(b)
 		b, more = append(b, more[:m]...), more[m:]
-		s.blocks[k] = hashIDs(b)
+		s.blocks = append(s.blocks, hashIDs(b))
 	}
 	s.tail = append(append(s.tail, rest...), more...)
 	return s
 }
 
-// bytes estimates the memory s holds.
+// sharedBlocks returns len(s.blocks) if p's prompt begins with them and has
+// at least as many whole blocks (inPrompt), else 0.
+func (s *tokSeq) sharedBlocks(p *promptHashes, inPrompt int) int {
+	if s == nil || len(s.blocks) == 0 || len(s.blocks) > inPrompt {
+		return 0
+	}
+	for k, h := range s.blocks {
+		if p.at(k) != h {
+			return 0
+		}
+	}
+	return len(s.blocks)
+}
+
+// bytes estimates the memory s holds but its blocks' array, which
+// EpisodeEncoder.Bytes counts once for the sequences that share it.
 func (s *tokSeq) bytes() int {
 	if s == nil {
 		return 0
 	}
-	return 48 + len(s.blocks)*len(tokHash{})*8 + 4*len(s.tail)
+	return 48 + 4*len(s.tail)
 }

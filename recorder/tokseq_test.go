@@ -19,11 +19,11 @@ func TestTokSeqPrefix(t *testing.T) {
 			full[i] = rng.Int32N(150000)
 		}
 		for _, cut := range []int{0, n / 3, n} { // where the prompt/completion boundary is
-			s := newTokSeq(&promptHashes{ids: full[:cut]}, full[cut:])
+			s := newTokSeq(&promptHashes{ids: full[:cut]}, full[cut:], nil)
 			if s.n != n || len(s.blocks)*tokBlock+len(s.tail) != n || (n >= tokBlock && len(s.tail) < tokBlock) || len(s.tail) >= 2*tokBlock {
 				t.Fatalf("n=%d cut=%d: %d blocks and %d tail ids", n, cut, len(s.blocks), len(s.tail))
 			}
-			if want := newTokSeq(&promptHashes{ids: full}, nil); !slices.Equal(s.blocks, want.blocks) || !slices.Equal(s.tail, want.tail) {
+			if want := newTokSeq(&promptHashes{ids: full}, nil, nil); !slices.Equal(s.blocks, want.blocks) || !slices.Equal(s.tail, want.tail) {
 				t.Fatalf("n=%d cut=%d: the sequence depends on where the prompt ends", n, cut)
 			}
 			for part := 0; part <= n+1; part++ {
@@ -91,14 +91,14 @@ func TestEncoderTokenPrefix(t *testing.T) {
 func BenchmarkTokSeq(b *testing.B) {
 	prev := ids(1, 30000)
 	next := append(slices.Clone(prev), ids(2, 500)...)
-	s := newTokSeq(&promptHashes{ids: prev}, nil)
+	s := newTokSeq(&promptHashes{ids: prev}, nil, nil)
 	b.SetBytes(4 * int64(len(next)))
 	for b.Loop() {
 		p := &promptHashes{ids: next}
 		if s.prefix(p) != len(prev) {
 			b.Fatal("prefix")
 		}
-		newTokSeq(p, ids(3, 200))
+		newTokSeq(p, ids(3, 200), s)
 	}
 }
 
@@ -135,4 +135,52 @@ func FuzzTokenDelta(f *testing.F) {
 		s, _ := writeRebuilt(t, calls, 2)
 		assertSameCalls(t, s.read(t), calls)
 	})
+}
+
+// TestTokSeqShares: a sequence that continues all of another's blocks
+// extends them in their spare capacity; a second continuation (a fork)
+// copies instead, and neither changes what the other holds.
+func TestTokSeqShares(t *testing.T) {
+	full := ids(9, 2000)
+	base := newTokSeq(&promptHashes{ids: full[:700]}, full[700:900], nil)
+	base.blocks = slices.Grow(base.blocks, 64) // room to share in
+	next := newTokSeq(&promptHashes{ids: full[:1500]}, full[1500:1600], base)
+	fork := newTokSeq(&promptHashes{ids: append(slices.Clone(full[:1000]), 7, 7)}, ids(3, 900), base)
+	if &next.blocks[0] != &base.blocks[0] || !base.lent {
+		t.Errorf("the continuation does not share its base's blocks")
+	}
+	if &fork.blocks[0] == &base.blocks[0] {
+		t.Errorf("the fork shares the blocks the continuation took")
+	}
+	for _, c := range []struct {
+		s          *tokSeq
+		prompt, cp []int32
+	}{{next, full[:1500], full[1500:1600]}, {fork, append(slices.Clone(full[:1000]), 7, 7), ids(3, 900)}} {
+		want := newTokSeq(&promptHashes{ids: c.prompt}, c.cp, nil)
+		if !slices.Equal(c.s.blocks, want.blocks) || !slices.Equal(c.s.tail, want.tail) {
+			t.Errorf("a sequence built on its base differs from one built alone")
+		}
+	}
+	if got := newTokSeq(&promptHashes{ids: full[:1500]}, nil, base); &got.blocks[0] == &base.blocks[0] {
+		t.Errorf("a second continuation shares the lent blocks")
+	}
+}
+
+// TestEncoderLongEpisode: over a long agent episode the encoder's state
+// grows with its context, not with the context times the calls it keeps:
+// each call's message refs and token hashes extend the call's before it
+// instead of copying them. The episode still reads back exactly.
+func TestEncoderLongEpisode(t *testing.T) {
+	calls := growingEpisode(120, 2000)
+	var s storedEpisode
+	e := NewEpisodeEncoder(true)
+	for _, c := range calls {
+		s.write(t, e, c)
+	}
+	assertSameCalls(t, s.read(t), calls)
+	last := calls[len(calls)-1].Tokens
+	idBytes := 4 * (len(last.PromptIDs) + len(last.CompletionIDs))
+	if got := e.Bytes(); got > idBytes/4+32<<10 {
+		t.Errorf("the encoder holds %d bytes for an episode whose last call has %d bytes of ids", got, idBytes)
+	}
 }
