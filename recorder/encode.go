@@ -505,15 +505,15 @@ func (e *EpisodeEncoder) Bytes() int { return e.size((*callRefs).bytes) }
 // sequence's arrays aside) from perCall.
 func (e *EpisodeEncoder) size(perCall func(*callRefs) int) int {
 	n := 256 + len(e.known)*(len(BlockHash{})+mapEntry)
-	var arrays sharedArrays
+	arrays := sharedArrays(make([]unsafe.Pointer, 0, 64))
 	for id, r := range e.hist.byID {
 		n += len(id) + mapEntry + perCall(r)
 		if r.seq != nil {
-			n += arrays.add(r.seq.blocks, len(tokHash{})*8)
+			n += countArray(&arrays, r.seq.blocks, len(tokHash{})*8)
 		}
 		for _, refs := range [2]fieldRefs{r.req, r.resp} {
 			for _, kr := range refs {
-				n += arrays.add(kr.refs, len(BlockHash{}))
+				n += countArray(&arrays, kr.refs, len(BlockHash{}))
 			}
 		}
 	}
@@ -524,22 +524,15 @@ func (e *EpisodeEncoder) size(perCall func(*callRefs) int) int {
 // once however many calls' slices share it (see extendShared).
 type sharedArrays []unsafe.Pointer
 
-// add returns the size of s's array, elem bytes per element of its
-// capacity, unless it was counted before.
-func (a *sharedArrays) add(s any, elem int) int {
-	var p unsafe.Pointer
-	var c int
-	switch s := s.(type) {
-	case []tokHash:
-		p, c = unsafe.Pointer(unsafe.SliceData(s)), cap(s)
-	case []BlockHash:
-		p, c = unsafe.Pointer(unsafe.SliceData(s)), cap(s)
-	}
+// countArray returns the size of s's array, elem bytes per element of its
+// capacity, unless a counted it before.
+func countArray[T any](a *sharedArrays, s []T, elem int) int {
+	p := unsafe.Pointer(unsafe.SliceData(s))
 	if p == nil || slices.Contains(*a, p) {
 		return 0
 	}
 	*a = append(*a, p)
-	return c * elem
+	return cap(s) * elem
 }
 
 func (r *callRefs) bytes() int {
