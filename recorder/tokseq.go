@@ -23,7 +23,6 @@ const tokBlock = 64
 // a 30,000-token context 240 KB, so that the encoders' byte bound held
 // few long-context episodes.
 type tokSeq struct {
-	n      int
 	blocks []tokHash // may extend the blocks of the sequence it continues, in their spare capacity
 	lent   bool      // blocks' spare capacity belongs to a later sequence's
 	tail   []int32   // the ids after the blocks
@@ -86,7 +85,7 @@ func newTokSeq(p *promptHashes, completion []int32, base *tokSeq) *tokSeq {
 	n := len(p.ids) + len(completion)
 	nb := max(0, n/tokBlock-1)
 	inPrompt := min(nb, len(p.ids)/tokBlock)
-	s := &tokSeq{n: n, tail: make([]int32, 0, n-nb*tokBlock)}
+	s := &tokSeq{tail: make([]int32, 0, n-nb*tokBlock)}
 	if shared := base.sharedBlocks(p, inPrompt); shared > 0 && !base.lent {
 		s.blocks, base.lent = base.blocks, true
 	} else {

@@ -20,7 +20,7 @@ func TestTokSeqPrefix(t *testing.T) {
 		}
 		for _, cut := range []int{0, n / 3, n} { // where the prompt/completion boundary is
 			s := newTokSeq(&promptHashes{ids: full[:cut]}, full[cut:], nil)
-			if s.n != n || len(s.blocks)*tokBlock+len(s.tail) != n || (n >= tokBlock && len(s.tail) < tokBlock) || len(s.tail) >= 2*tokBlock {
+			if len(s.blocks)*tokBlock+len(s.tail) != n || (n >= tokBlock && len(s.tail) < tokBlock) || len(s.tail) >= 2*tokBlock {
 				t.Fatalf("n=%d cut=%d: %d blocks and %d tail ids", n, cut, len(s.blocks), len(s.tail))
 			}
 			if want := newTokSeq(&promptHashes{ids: full}, nil, nil); !slices.Equal(s.blocks, want.blocks) || !slices.Equal(s.tail, want.tail) {
