@@ -12,7 +12,7 @@ package jsonscan
 // held there (an integer array: plain integers again). Such a value is
 // valid and has the source's structure, keys and members in the same
 // places, so whatever ValidValueElems finds in it sits where it sat in the
-// source, moved by the slots' change in length before it (Offset). That
+// source, moved by the slots' change in length before it (Mover). That
 // makes checking a vLLM logprobs object, which every token's chunk carries,
 // a compare of its fixed bytes and a scan of its token, logprob and bytes
 // instead of a walk of the whole object.
@@ -85,7 +85,7 @@ func (s *Shape) slot(start, end int) {
 
 // Match reports whether b holds a value of s's shape at i, and where it
 // ends. It appends the extent in b of each slot's value to ends, which
-// Offset reads; when it reports false, what it appended is meaningless.
+// Mover reads; when it reports false, what it appended is meaningless.
 func (s *Shape) Match(b []byte, i int, ends []Span) (int, bool, []Span) {
 	if s.src == nil {
 		return i, false, ends
@@ -123,18 +123,12 @@ func (s *Shape) slotValue(b []byte, i int, kind byte) (int, bool) {
 	return validValue(b, i, 0) // a string, a number or a literal: no nesting
 }
 
-// Offset returns where the byte at offset x of the shape's source lies in
-// the value Match matched, given the slot extents it appended (ends) and
-// the value's start: x moved by the change in length of the slots that end
-// at or before it. x must not lie inside a slot.
-func (s *Shape) Offset(x, start int, ends []Span) int {
-	m := s.Mover(start, ends)
-	return m.At(x)
-}
-
-// A Mover is Offset for offsets asked in increasing order, as a value's
-// elements and their members come: each slot's change in length is added
-// once, however many offsets lie after it.
+// A Mover tells where bytes of the shape's source lie in the value Match
+// matched, given the slot extents it appended (ends) and the value's
+// start: an offset x moves by the change in length of the slots that end
+// at or before it. Offsets are asked in increasing order, as a value's
+// elements and their members come, so each slot's change in length is
+// added once, however many offsets lie after it.
 type Mover struct {
 	slots, ends []Span
 	k, n        int // the slots passed; start plus their change in length
@@ -145,8 +139,8 @@ func (s *Shape) Mover(start int, ends []Span) Mover {
 	return Mover{slots: s.slots, ends: ends, n: start}
 }
 
-// At is Offset(x, start, ends). x must not be less than the x asked
-// before it.
+// At returns where the source's byte x lies in the matched value. x must
+// not lie inside a slot, nor be less than the x asked before it.
 func (m *Mover) At(x int) int {
 	for m.k < len(m.slots) && m.slots[m.k].End <= x {
 		sl, e := m.slots[m.k], m.ends[m.k]

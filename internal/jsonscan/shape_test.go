@@ -19,7 +19,7 @@ var shapeSeeds = []string{
 
 // TestShapeMatch: a chunk's next logprobs object, with other tokens,
 // logprobs and bytes, matches its shape; one with another structure does
-// not; and what matches is what ValidValueElems finds, where Offset says.
+// not; and what matches is what ValidValueElems finds, where a Mover says.
 func TestShapeMatch(t *testing.T) {
 	var s Shape
 	if !s.Build([]byte(shapeSeeds[0])) {
@@ -67,8 +67,16 @@ func TestShapeMatch(t *testing.T) {
 	}
 }
 
+// offset is where the byte x of s's source lies in the value matched at
+// start with ends, from a fresh Mover: the reference one Mover asked in
+// order is held to.
+func offset(s *Shape, x, start int, ends []Span) int {
+	m := s.Mover(start, ends)
+	return m.At(x)
+}
+
 // checkShape: where s matches b at i, ValidValueElems accepts the same
-// extent and finds the source's elements moved as Offset says.
+// extent and finds the source's elements moved as offset says.
 func checkShape(t *testing.T, s *Shape, b []byte, i int) {
 	t.Helper()
 	end, ok, ends := s.Match(b, i, nil)
@@ -82,16 +90,16 @@ func checkShape(t *testing.T, s *Shape, b []byte, i int) {
 	_, _, src := ValidValueElems(s.src, 0, "logprob", nil)
 	want := make([]Elem, len(src))
 	for k, e := range src {
-		want[k].Span = Span{s.Offset(e.Start, i, ends), s.Offset(e.End, i, ends)}
+		want[k].Span = Span{offset(s, e.Start, i, ends), offset(s, e.End, i, ends)}
 		want[k].Member = e.Member
 		if e.Member.Start > 0 {
-			want[k].Member = Span{s.Offset(e.Member.Start, i, ends), s.Offset(e.Member.End, i, ends)}
+			want[k].Member = Span{offset(s, e.Member.Start, i, ends), offset(s, e.Member.End, i, ends)}
 		}
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("%q at %d: ValidValueElems found %v, the shape says %v", b, i, got, want)
 	}
-	// One Mover, asked in document order, agrees with Offset.
+	// One Mover, asked in document order, agrees with a fresh one per offset.
 	mv := s.Mover(i, ends)
 	for k, e := range src {
 		moved := Elem{Span: Span{Start: mv.At(e.Start)}, Member: e.Member}
@@ -99,7 +107,7 @@ func checkShape(t *testing.T, s *Shape, b []byte, i int) {
 			moved.Member = Span{mv.At(e.Member.Start), mv.At(e.Member.End)}
 		}
 		if moved.End = mv.At(e.End); moved != want[k] {
-			t.Fatalf("%q at %d: element %d moved to %v, Offset says %v", b, i, k, moved, want[k])
+			t.Fatalf("%q at %d: element %d moved to %v, a fresh Mover says %v", b, i, k, moved, want[k])
 		}
 	}
 }
