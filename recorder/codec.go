@@ -99,23 +99,26 @@ type keyRefs struct {
 // arrayRefs(fs).
 func (f fieldRefs) continueRefs(fs []field, prefix []int, base fieldRefs) {
 	for i, fl := range fs {
-		j := slices.IndexFunc(f, func(kr keyRefs) bool { return kr.key == fl.key })
+		j := f.index(fl.key)
 		if j < 0 || prefix == nil || prefix[i] == 0 || !sameSlice(f[j].refs, fl.refs) {
 			continue // not an array field, or a duplicate key's earlier field
 		}
-		b := slices.IndexFunc(base, func(kr keyRefs) bool { return kr.key == fl.key })
+		b := base.index(fl.key)
 		if b >= 0 && prefix[i] == len(base[b].refs) && !base[b].lent {
 			f[j].refs = extendShared(base[b].refs, &base[b].lent, prefix[i], fl.refs[prefix[i]:])
 		}
 	}
 }
 
+// index returns the position of key's refs in f, or -1.
+func (f fieldRefs) index(key string) int {
+	return slices.IndexFunc(f, func(kr keyRefs) bool { return kr.key == key })
+}
+
 // get returns the refs of key, nil when there are none.
 func (f fieldRefs) get(key string) []BlockHash {
-	for _, kr := range f {
-		if kr.key == key {
-			return kr.refs
-		}
+	if i := f.index(key); i >= 0 {
+		return f[i].refs
 	}
 	return nil
 }

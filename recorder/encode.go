@@ -349,8 +349,8 @@ func (e *EpisodeEncoder) remember(id string, d *doc, t *Tokens, prompt *promptHa
 		if r.toks != nil {
 			r.toks, r.size = nil, 0
 		}
-		if i < len(e.hist.order)-tokenWindow && (r.seq != nil || r.layouts[0] != nil || r.layouts[1] != nil || r.meta != nil) {
-			r.seq, r.layouts, r.meta, r.size = nil, [2][]byte{}, nil, 0
+		if i < len(e.hist.order)-tokenWindow {
+			r.seq, r.layouts, r.meta, r.size = nil, [2][]byte{}, nil, 0 // a recount of what is left is cheap
 		}
 	}
 }
@@ -372,15 +372,15 @@ func respLayout(l []byte) []byte {
 // arrayRefs returns the refs of fs's array fields by key; of a key that
 // comes twice (a body with a duplicate member), the last.
 func arrayRefs(fs []field) fieldRefs {
-	var out fieldRefs
+	if len(fs) == 0 {
+		return nil
+	}
+	out := make(fieldRefs, 0, len(fs))
 	for _, f := range fs {
-		if out == nil {
-			out = make(fieldRefs, 0, len(fs))
-		}
 		if f.whole || f.ids {
 			continue
 		}
-		if i := slices.IndexFunc(out, func(kr keyRefs) bool { return kr.key == f.key }); i >= 0 {
+		if i := out.index(f.key); i >= 0 {
 			out[i].refs = f.refs
 		} else {
 			out = append(out, keyRefs{key: f.key, refs: f.refs})
