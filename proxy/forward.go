@@ -49,7 +49,7 @@ func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
 	if api != "" {
 		x.idle = newIdleTimer(h.opts.IdleTimeout, func() { cancel(errIdleTimeout) })
 	}
-	h.rp.ServeHTTP(w, r.WithContext(context.WithValue(ctx, exchangeKey{}, x)))
+	h.rp.ServeHTTP(withLazyFlush(w, r), r.WithContext(context.WithValue(ctx, exchangeKey{}, x)))
 }
 
 // rewrite builds the upstream request: target URL, credentials, body.

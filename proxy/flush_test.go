@@ -1,0 +1,266 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// flushSteps are the writes of the test stream: bursts past the
+// connection's 4 KiB buffer, whose closing CRLF stays behind, and a small
+// write, which the server buffers whole and which is flushed as usual.
+var flushSteps = []int{9000, 100, 9000, 9000, 20000}
+
+// recordingConn keeps the bytes of each Write, under the counting layer.
+type recordingConn struct {
+	net.Conn
+	mu     sync.Mutex
+	writes [][]byte
+}
+
+func (c *recordingConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	c.writes = append(c.writes, bytes.Clone(p))
+	c.mu.Unlock()
+	return c.Conn.Write(p)
+}
+
+func (c *recordingConn) take() [][]byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := c.writes
+	c.writes = nil
+	return w
+}
+
+type recordingListener struct {
+	net.Listener
+	conns chan *recordingConn
+}
+
+func (l recordingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	rc := &recordingConn{Conn: c}
+	l.conns <- rc
+	return rc, nil
+}
+
+// flushServer serves one stream: the headers, then each of flushSteps when
+// the test sends on next, each write flushed as the ReverseProxy does, and
+// the end of the stream at one more send.
+func flushServer(t *testing.T) (url string, next chan<- struct{}, conns <-chan *recordingConn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := make(chan struct{})
+	accepted := make(chan *recordingConn, 4)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w = withLazyFlush(w, r)
+		w.Header().Set("Content-Type", "text/event-stream")
+		rc := http.NewResponseController(w)
+		if err := rc.Flush(); err != nil {
+			t.Error(err)
+			return
+		}
+		for i, n := range flushSteps {
+			select {
+			case <-steps:
+			case <-r.Context().Done():
+				return
+			}
+			w.Write(bytes.Repeat([]byte{'a' + byte(i)}, n))
+			if err := rc.Flush(); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+		select {
+		case <-steps:
+		case <-r.Context().Done():
+		}
+	})}
+	go srv.Serve(Listener(srv, recordingListener{ln, accepted}))
+	t.Cleanup(func() { srv.Close() })
+	return "http://" + ln.Addr().String() + "/", steps, accepted
+}
+
+func chunk(n int, b byte) string {
+	return strconv.FormatInt(int64(n), 16) + "\r\n" + strings.Repeat(string(b), n)
+}
+
+// TestLazyFlushWrites reads the stream off the socket: each burst arrives
+// whole, its closing CRLF comes with the next chunk, and the connection
+// sees exactly the writes it should: two per burst, where a flush of every
+// write takes three.
+func TestLazyFlushWrites(t *testing.T) {
+	url, next, conns := flushServer(t)
+	c, err := net.Dial("tcp", strings.TrimPrefix(strings.TrimSuffix(url, "/"), "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(30 * time.Second)) // a held-back burst fails here instead of hanging
+	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil) // reads the headers only
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(resp.TransferEncoding, []string{"chunked"}) {
+		t.Fatalf("transfer encoding %q, want chunked", resp.TransferEncoding)
+	}
+	rc := <-conns
+	rc.take() // the headers
+	want := []struct {
+		got    string
+		writes []int
+	}{
+		{chunk(9000, 'a'), []int{4096, 4910}},
+		{"\r\n" + chunk(100, 'b') + "\r\n", []int{108}},
+		{chunk(9000, 'c'), []int{4096, 4910}},
+		{"\r\n" + chunk(9000, 'd'), []int{4096, 4912}},
+		{"\r\n" + chunk(20000, 'e'), []int{4096, 15912}},
+	}
+	for i, w := range want {
+		next <- struct{}{}
+		got := make([]byte, len(w.got))
+		if _, err := io.ReadFull(br, got); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		if string(got) != w.got {
+			t.Fatalf("step %d: got %q..., want %q...", i, got[:16], w.got[:16])
+		}
+		if sizes := writeSizes(rc.take()); !slices.Equal(sizes, w.writes) {
+			t.Errorf("step %d: the connection took writes of %v bytes, want %v", i, sizes, w.writes)
+		}
+	}
+	next <- struct{}{}
+	rest, err := io.ReadAll(br)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(rest) != "\r\n0\r\n\r\n" {
+		t.Fatalf("the end of the stream: %q, want the last CRLF and the last chunk", rest)
+	}
+	if sizes := writeSizes(rc.take()); !slices.Equal(sizes, []int{7}) {
+		t.Errorf("the end took writes of %v bytes, want one of 7", sizes)
+	}
+}
+
+func writeSizes(ws [][]byte) []int {
+	var n []int
+	for _, w := range ws {
+		n = append(n, len(w))
+	}
+	return n
+}
+
+// flushClients read the stream through real HTTP clients, printing the
+// bytes they have after each read; a client that waited for a chunk's
+// CRLF before handing its data over would never reach a step's total.
+var flushClients = map[string][]string{
+	"python3": {"-c", `
+import http.client, sys, urllib.parse
+u = urllib.parse.urlsplit(sys.argv[1])
+c = http.client.HTTPConnection(u.hostname, u.port)
+c.request("GET", "/")
+r = c.getresponse()
+n = 0
+while True:
+    b = r.read1(65536)
+    if not b:
+        break
+    n += len(b)
+    print(n, flush=True)
+`},
+	"node": {"-e", `
+require("http").get(process.argv[1], res => {
+  let n = 0;
+  res.on("data", b => { n += b.length; console.log(n); });
+  res.on("end", () => process.exit(0));
+});
+`},
+}
+
+// TestLazyFlushClients: Go's client, Python's http.client and Node's
+// (llhttp) get every burst without its CRLF.
+func TestLazyFlushClients(t *testing.T) {
+	t.Run("go", func(t *testing.T) {
+		url, next, _ := flushServer(t)
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		for i, n := range flushSteps {
+			next <- struct{}{}
+			got := make([]byte, n)
+			if _, err := io.ReadFull(resp.Body, got); err != nil {
+				t.Fatalf("step %d: %v", i, err)
+			}
+		}
+		next <- struct{}{}
+	})
+	for name, args := range flushClients {
+		t.Run(name, func(t *testing.T) {
+			bin, err := exec.LookPath(name)
+			if err != nil {
+				t.Skipf("%s is not installed", name)
+			}
+			url, next, _ := flushServer(t)
+			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, bin, append(args, url)...)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Wait()
+			lines := bufio.NewScanner(out)
+			total := 0
+			for i, n := range flushSteps {
+				next <- struct{}{}
+				total += n
+				if !readUpTo(lines, total) {
+					t.Fatalf("step %d: %s never had %d bytes (stderr: %s)", i, name, total, stderr.String())
+				}
+			}
+			next <- struct{}{}
+		})
+	}
+}
+
+// readUpTo reads the client's running totals until one reaches want.
+func readUpTo(lines *bufio.Scanner, want int) bool {
+	for lines.Scan() {
+		n, err := strconv.Atoi(strings.TrimSpace(lines.Text()))
+		if err != nil || n > want {
+			return false
+		}
+		if n == want {
+			return true
+		}
+	}
+	return false
+}
