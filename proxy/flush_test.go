@@ -59,28 +59,36 @@ func (l recordingListener) Accept() (net.Conn, error) {
 	return rc, nil
 }
 
-// flushServer serves one stream: the headers, then each of flushSteps when
+// flushServer serves one stream: the headers, then each of steps when
 // the test sends on next, each write flushed as the ReverseProxy does, and
 // the end of the stream at one more send.
-func flushServer(t *testing.T) (url string, next chan<- struct{}, conns <-chan *recordingConn) {
+func flushServer(t testing.TB, steps []int) (url string, next chan<- struct{}, conns <-chan *recordingConn) {
+	return flushServerWith(t, steps, true)
+}
+
+// flushServerWith is flushServer, flushing the headers before the first
+// step or not.
+func flushServerWith(t testing.TB, steps []int, headersFirst bool) (url string, next chan<- struct{}, conns <-chan *recordingConn) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	steps := make(chan struct{})
+	stepped := make(chan struct{})
 	accepted := make(chan *recordingConn, 4)
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w = withLazyFlush(w, r)
 		w.Header().Set("Content-Type", "text/event-stream")
 		rc := http.NewResponseController(w)
-		if err := rc.Flush(); err != nil {
-			t.Error(err)
-			return
+		if headersFirst {
+			if err := rc.Flush(); err != nil {
+				t.Error(err)
+				return
+			}
 		}
-		for i, n := range flushSteps {
+		for i, n := range steps {
 			select {
-			case <-steps:
+			case <-stepped:
 			case <-r.Context().Done():
 				return
 			}
@@ -91,13 +99,13 @@ func flushServer(t *testing.T) (url string, next chan<- struct{}, conns <-chan *
 			}
 		}
 		select {
-		case <-steps:
+		case <-stepped:
 		case <-r.Context().Done():
 		}
 	})}
 	go srv.Serve(Listener(srv, recordingListener{ln, accepted}))
 	t.Cleanup(func() { srv.Close() })
-	return "http://" + ln.Addr().String() + "/", steps, accepted
+	return "http://" + ln.Addr().String() + "/", stepped, accepted
 }
 
 func chunk(n int, b byte) string {
@@ -109,7 +117,7 @@ func chunk(n int, b byte) string {
 // sees exactly the writes it should: two per burst, where a flush of every
 // write takes three.
 func TestLazyFlushWrites(t *testing.T) {
-	url, next, conns := flushServer(t)
+	url, next, conns := flushServer(t, flushSteps)
 	c, err := net.Dial("tcp", strings.TrimPrefix(strings.TrimSuffix(url, "/"), "http://"))
 	if err != nil {
 		t.Fatal(err)
@@ -202,7 +210,7 @@ require("http").get(process.argv[1], res => {
 // (llhttp) get every burst without its CRLF.
 func TestLazyFlushClients(t *testing.T) {
 	t.Run("go", func(t *testing.T) {
-		url, next, _ := flushServer(t)
+		url, next, _ := flushServer(t, flushSteps)
 		resp, err := http.Get(url)
 		if err != nil {
 			t.Fatal(err)
@@ -223,7 +231,7 @@ func TestLazyFlushClients(t *testing.T) {
 			if err != nil {
 				t.Skipf("%s is not installed", name)
 			}
-			url, next, _ := flushServer(t)
+			url, next, _ := flushServer(t, flushSteps)
 			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, bin, append(args, url)...)
@@ -263,4 +271,66 @@ func readUpTo(lines *bufio.Scanner, want int) bool {
 		}
 	}
 	return false
+}
+
+// FuzzLazyFlush streams writes of the sizes the fuzzer picks, each flushed
+// as the ReverseProxy does, and reads them off a raw socket: every write's
+// bytes arrive before the next write is made, and the connection carries
+// exactly the chunked encoding of the writes.
+func FuzzLazyFlush(f *testing.F) {
+	f.Add([]byte{0x23, 0x28, 0, 100, 0x23, 0x28, 0x23, 0x28, 0x4e, 0x20}, true)
+	f.Add([]byte{0x32, 0, 0x10, 0, 0x0f, 0xf6, 0, 0, 0x1f, 0xf0}, false)
+	f.Add([]byte{0x0f, 0xfa, 0x0f, 0xfb, 0x0f, 0xfc, 0x08, 0x00, 0x08, 0x01}, true)
+	f.Fuzz(func(t *testing.T, sizes []byte, headersFirst bool) {
+		var steps []int
+		for i := 0; i+1 < len(sizes) && len(steps) < 12; i += 2 {
+			steps = append(steps, int(sizes[i])<<8|int(sizes[i+1]))
+		}
+		if len(steps) == 0 {
+			return // nothing written: a response with no body, not a stream
+		}
+		url, next, conns := flushServerWith(t, steps, headersFirst)
+		c, err := net.Dial("tcp", strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second)) // a held-back write fails here
+		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+		if !headersFirst {
+			next <- struct{}{} // the headers go out with the first step
+		}
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc := <-conns
+		var want strings.Builder
+		for i, n := range steps {
+			if i > 0 || headersFirst {
+				next <- struct{}{}
+			}
+			got := make([]byte, n)
+			if _, err := io.ReadFull(resp.Body, got); err != nil {
+				t.Fatalf("step %d of %v: %v", i, steps, err)
+			}
+			if n > 0 {
+				if string(got) != strings.Repeat(string('a'+byte(i)), n) {
+					t.Fatalf("step %d of %v: wrong bytes", i, steps)
+				}
+				want.WriteString(chunk(n, 'a'+byte(i)) + "\r\n")
+			}
+		}
+		next <- struct{}{}
+		if rest, err := io.ReadAll(resp.Body); err != nil || len(rest) > 0 {
+			t.Fatalf("after the last step of %v: %d more bytes, %v", steps, len(rest), err)
+		}
+		want.WriteString("0\r\n\r\n")
+		sent := bytes.Join(rc.take(), nil)
+		_, body, _ := bytes.Cut(sent, []byte("\r\n\r\n"))
+		if string(body) != want.String() {
+			t.Fatalf("steps %v: the connection carried %d body bytes, want %d", steps, len(body), want.Len())
+		}
+	})
 }
