@@ -19,6 +19,11 @@
 // order (order.go), classified by the lineage tracker and handed to the
 // Sink. The client never waits on a record, and no record is dropped.
 //
+// A stream reaches the client flushed as it arrives; serving the Handler
+// through a listener from [Listener] lets it skip the flushes that would
+// send only an HTTP chunk's closing CRLF (flush.go). Without it, every
+// write is flushed.
+//
 // [New] starts nothing: [Handler.Start] starts the record workers and the
 // upstream-kind probes, and a Handler not started answers 503. Close waits
 // until every finished exchange's record has reached the Sink.

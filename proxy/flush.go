@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"math/bits"
 	"net"
 	"net/http"
 	"sync/atomic"
@@ -20,78 +19,75 @@ import (
 // chunk or the end of the response takes them along: a third fewer write
 // syscalls for such bursts, and the same bytes in the same order.
 //
-// The proxy knows they are all the buffer holds by counting what the
-// connection took during the write: [Listener] counts it. Where it cannot
-// tell (no count, an HTTP/1.0 client, a write the server buffered whole, a
-// response whose headers are still in the buffer), it flushes.
+// The proxy knows they are all the buffer holds when the last byte of its
+// write went to the socket straight from the write's own bytes: the
+// server's buffers write only when they are empty straight from the
+// caller's bytes, and hand bytes on in order, so everything before that
+// byte has gone out, and all that follows it is the CRLF the server adds
+// after a chunk (nothing, unchunked). [Listener] lets it see that: each
+// connection remembers where its last write ended. Where the proxy cannot
+// tell (no such connection, HTTP/1.0, a write the server buffered), it
+// flushes.
 
-// Listener returns ln with each accepted connection counting the bytes the
-// server writes to it, and sets srv.ConnContext (keeping one already set)
-// so that the [Handler] serving through srv finds the count of a request's
-// connection. Serve srv on the returned listener.
+// Listener returns ln with each accepted connection remembering where its
+// last write ended, and sets srv.ConnContext (keeping one already set) so
+// that the [Handler] serving through srv finds the connection of a
+// request. Serve srv on the returned listener.
 func Listener(srv *http.Server, ln net.Listener) net.Listener {
 	next := srv.ConnContext
 	srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
 		if next != nil {
 			ctx = next(ctx, c)
 		}
-		if cc, ok := c.(*countingConn); ok {
-			ctx = context.WithValue(ctx, connKey{}, cc)
+		if tc, ok := c.(*tailConn); ok {
+			ctx = context.WithValue(ctx, connKey{}, tc)
 		}
 		return ctx
 	}
-	return countingListener{ln}
+	return tailListener{ln}
 }
 
 type connKey struct{}
 
-type countingListener struct{ net.Listener }
+type tailListener struct{ net.Listener }
 
-func (l countingListener) Accept() (net.Conn, error) {
+func (l tailListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
 	}
-	return &countingConn{Conn: c}, nil
+	return &tailConn{Conn: c}, nil
 }
 
-// countingConn counts the bytes written to it.
-type countingConn struct {
+// tailConn remembers the address of the last byte written to it.
+type tailConn struct {
 	net.Conn
-	written atomic.Int64
+	last atomic.Pointer[byte]
 }
 
-func (c *countingConn) Write(p []byte) (int, error) {
+func (c *tailConn) Write(p []byte) (int, error) {
 	n, err := c.Conn.Write(p)
-	c.written.Add(int64(n))
+	if n > 0 {
+		c.last.Store(&p[n-1])
+	}
 	return n, err
 }
-
-// bufState is what the connection's write buffer holds, as far as a
-// lazyFlusher knows.
-type bufState uint8
-
-const (
-	bufUnknown bufState = iota // anything: nothing flushed yet, or a flush failed
-	bufEmpty                   // nothing: the last flush sent it all
-	bufCRLF                    // only the CRLF that closes the last chunk
-)
 
 // lazyFlusher is the ResponseWriter the ReverseProxy writes a response
 // through: it skips a flush that would send only a chunk's closing CRLF.
 // Its methods are called under the ReverseProxy's flush lock.
 type lazyFlusher struct {
 	http.ResponseWriter
-	conn   *countingConn
-	state  bufState
-	writes int   // Write calls since the last flush
-	n      int   // bytes of the last Write
-	took   int64 // bytes the connection took during it
+	conn *tailConn
+	// sent: the last Write's bytes went out, the last one straight from
+	// the write: only a CRLF, if anything, is left in the buffer until the
+	// next Write.
+	sent bool
 }
 
-// withLazyFlush wraps w when r's connection is counted.
+// withLazyFlush wraps w when r came on a tailConn.
 func withLazyFlush(w http.ResponseWriter, r *http.Request) http.ResponseWriter {
-	c, ok := r.Context().Value(connKey{}).(*countingConn)
+	c, ok := r.Context().Value(connKey{}).(*tailConn)
 	if !ok || r.ProtoMajor != 1 || r.ProtoMinor < 1 {
 		return w
 	}
@@ -99,50 +95,21 @@ func withLazyFlush(w http.ResponseWriter, r *http.Request) http.ResponseWriter {
 }
 
 func (f *lazyFlusher) Write(p []byte) (int, error) {
-	before := f.conn.written.Load()
+	f.conn.last.Store(nil) // a match below is a write of this call
 	n, err := f.ResponseWriter.Write(p)
-	f.writes++
-	f.n, f.took = n, f.conn.written.Load()-before
+	f.sent = err == nil && n == len(p) && n > 0 && f.conn.last.Load() == &p[n-1]
 	return n, err
 }
 
-// FlushError flushes, unless all the buffer holds is the CRLF that closes
-// the chunk just written.
+// FlushError flushes, unless the last Write left at most its chunk's
+// closing CRLF in the buffer. That holds until the next Write: the
+// ReverseProxy's first flush, from a timer meant for the headers, can come
+// after a few writes.
 func (f *lazyFlusher) FlushError() error {
-	if f.onlyCRLF() {
-		f.state, f.writes = bufCRLF, 0
+	if f.sent {
 		return nil
 	}
-	f.writes = 0
-	err := http.NewResponseController(f.ResponseWriter).Flush()
-	f.state = bufEmpty
-	if err != nil {
-		f.state = bufUnknown
-	}
-	return err
+	return http.NewResponseController(f.ResponseWriter).Flush()
 }
 
 func (f *lazyFlusher) Unwrap() http.ResponseWriter { return f.ResponseWriter }
-
-// onlyCRLF reports whether the last flush left the buffer empty or holding
-// a CRLF, one Write came since, and the connection took everything that
-// write put in the buffer but its chunk's closing CRLF. Everything else
-// (the write buffered whole, or sent unchunked) fails the count.
-func (f *lazyFlusher) onlyCRLF() bool {
-	if f.writes != 1 || f.n == 0 {
-		return false
-	}
-	var held int64
-	switch f.state {
-	case bufEmpty:
-	case bufCRLF:
-		held = 2
-	default:
-		return false
-	}
-	return f.took == held+chunkHeaderLen(f.n)+int64(f.n)
-}
-
-// chunkHeaderLen is the length of the header of an n-byte chunk: n in hex
-// and CRLF.
-func chunkHeaderLen(n int) int64 { return int64((bits.Len(uint(n))+3)/4 + 2) }

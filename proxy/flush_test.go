@@ -93,9 +93,13 @@ func flushServerWith(t testing.TB, steps []int, headersFirst bool) (url string, 
 				return
 			}
 			w.Write(bytes.Repeat([]byte{'a' + byte(i)}, n))
-			if err := rc.Flush(); err != nil {
-				t.Error(err)
-				return
+			// The second flush stands for the ReverseProxy's timer flush,
+			// which can come after a write's: it sends nothing either.
+			for range 2 {
+				if err := rc.Flush(); err != nil {
+					t.Error(err)
+					return
+				}
 			}
 		}
 		select {
@@ -115,7 +119,7 @@ func chunk(n int, b byte) string {
 // TestLazyFlushWrites reads the stream off the socket: each burst arrives
 // whole, its closing CRLF comes with the next chunk, and the connection
 // sees exactly the writes it should: two per burst, where a flush of every
-// write takes three.
+// write takes three; a small write is flushed as usual.
 func TestLazyFlushWrites(t *testing.T) {
 	url, next, conns := flushServer(t, flushSteps)
 	c, err := net.Dial("tcp", strings.TrimPrefix(strings.TrimSuffix(url, "/"), "http://"))
@@ -168,6 +172,46 @@ func TestLazyFlushWrites(t *testing.T) {
 	}
 	if sizes := writeSizes(rc.take()); !slices.Equal(sizes, []int{7}) {
 		t.Errorf("the end took writes of %v bytes, want one of 7", sizes)
+	}
+}
+
+// TestLazyFlushFirstBurst: a burst that goes out with the response's
+// headers (no flush before it) skips its CRLF flush too: the headers went
+// out before the burst's last byte did.
+func TestLazyFlushFirstBurst(t *testing.T) {
+	url, next, conns := flushServerWith(t, []int{9000, 9000}, false)
+	c, err := net.Dial("tcp", strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(30 * time.Second)) // a held-back burst fails here instead of hanging
+	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+	next <- struct{}{}
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := <-conns
+	got := make([]byte, 9000)
+	if _, err := io.ReadFull(resp.Body, got); err != nil {
+		t.Fatal(err)
+	}
+	ws := rc.take()
+	if len(ws) != 2 || len(ws[0]) != 4096 || !bytes.HasPrefix(ws[0], []byte("HTTP/1.1 200")) || !bytes.HasSuffix(ws[1], got[len(got)-16:]) {
+		t.Fatalf("the headers and the first burst took writes of %v bytes, want the headers with 4 KiB of the burst, then the rest of it", writeSizes(ws))
+	}
+	next <- struct{}{}
+	if _, err := io.ReadFull(resp.Body, got); err != nil {
+		t.Fatal(err)
+	}
+	if sizes := writeSizes(rc.take()); !slices.Equal(sizes, []int{4096, 4912}) {
+		t.Errorf("the second burst took writes of %v bytes, want [4096 4912]", sizes)
+	}
+	next <- struct{}{}
+	if rest, err := io.ReadAll(resp.Body); err != nil || len(rest) > 0 {
+		t.Fatalf("after the last burst: %d bytes, %v", len(rest), err)
 	}
 }
 
