@@ -112,6 +112,21 @@ func flushServerWith(t testing.TB, steps []int, headersFirst bool) (url string, 
 	return "http://" + ln.Addr().String() + "/", stepped, accepted
 }
 
+// rawGet sends a GET for url on a new connection and returns a reader of
+// what comes back; a read past timeout fails (a held-back write) instead of
+// hanging.
+func rawGet(t testing.TB, url string, timeout time.Duration) *bufio.Reader {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(timeout))
+	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+	return bufio.NewReader(c)
+}
+
 func chunk(n int, b byte) string {
 	return strconv.FormatInt(int64(n), 16) + "\r\n" + strings.Repeat(string(b), n)
 }
@@ -122,14 +137,7 @@ func chunk(n int, b byte) string {
 // write takes three; a small write is flushed as usual.
 func TestLazyFlushWrites(t *testing.T) {
 	url, next, conns := flushServer(t, flushSteps)
-	c, err := net.Dial("tcp", strings.TrimPrefix(strings.TrimSuffix(url, "/"), "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(30 * time.Second)) // a held-back burst fails here instead of hanging
-	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-	br := bufio.NewReader(c)
+	br := rawGet(t, url, 30*time.Second)
 	resp, err := http.ReadResponse(br, nil) // reads the headers only
 	if err != nil {
 		t.Fatal(err)
@@ -180,15 +188,8 @@ func TestLazyFlushWrites(t *testing.T) {
 // out before the burst's last byte did.
 func TestLazyFlushFirstBurst(t *testing.T) {
 	url, next, conns := flushServerWith(t, []int{9000, 9000}, false)
-	c, err := net.Dial("tcp", strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(30 * time.Second)) // a held-back burst fails here instead of hanging
-	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+	br := rawGet(t, url, 30*time.Second)
 	next <- struct{}{}
-	br := bufio.NewReader(c)
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -334,17 +335,10 @@ func FuzzLazyFlush(f *testing.F) {
 			return // nothing written: a response with no body, not a stream
 		}
 		url, next, conns := flushServerWith(t, steps, headersFirst)
-		c, err := net.Dial("tcp", strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		c.SetDeadline(time.Now().Add(10 * time.Second)) // a held-back write fails here
-		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+		br := rawGet(t, url, 10*time.Second)
 		if !headersFirst {
 			next <- struct{}{} // the headers go out with the first step
 		}
-		br := bufio.NewReader(c)
 		resp, err := http.ReadResponse(br, nil)
 		if err != nil {
 			t.Fatal(err)
