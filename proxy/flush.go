@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"sync/atomic"
+	"unsafe"
 )
 
 // A stream reaches the client through the server's 4 KiB connection
@@ -59,19 +60,23 @@ func (l tailListener) Accept() (net.Conn, error) {
 	return &tailConn{Conn: c}, nil
 }
 
-// tailConn remembers the address of the last byte written to it.
+// tailConn remembers the address of the last byte written to it, as a
+// number: it must not keep the writer's buffer (a large response's, say)
+// alive while the connection idles.
 type tailConn struct {
 	net.Conn
-	last atomic.Pointer[byte]
+	last atomic.Uintptr
 }
 
 func (c *tailConn) Write(p []byte) (int, error) {
 	n, err := c.Conn.Write(p)
 	if n > 0 {
-		c.last.Store(&p[n-1])
+		c.last.Store(addrOf(&p[n-1]))
 	}
 	return n, err
 }
+
+func addrOf(b *byte) uintptr { return uintptr(unsafe.Pointer(b)) }
 
 // lazyFlusher is the ResponseWriter the ReverseProxy writes a response
 // through: it skips a flush that would send only a chunk's closing CRLF.
@@ -94,10 +99,12 @@ func withLazyFlush(w http.ResponseWriter, r *http.Request) http.ResponseWriter {
 	return &lazyFlusher{ResponseWriter: w, conn: c}
 }
 
+// Write writes p and notes whether its last byte went out straight from p.
+// p is alive throughout, so no other buffer can be at that address.
 func (f *lazyFlusher) Write(p []byte) (int, error) {
-	f.conn.last.Store(nil) // a match below is a write of this call
+	f.conn.last.Store(0) // a match below is a write of this call
 	n, err := f.ResponseWriter.Write(p)
-	f.sent = err == nil && n == len(p) && n > 0 && f.conn.last.Load() == &p[n-1]
+	f.sent = err == nil && n == len(p) && n > 0 && f.conn.last.Load() == addrOf(&p[n-1])
 	return n, err
 }
 

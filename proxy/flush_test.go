@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -110,6 +111,31 @@ func flushServerWith(t testing.TB, steps []int, headersFirst bool) (url string, 
 	go srv.Serve(Listener(srv, recordingListener{ln, accepted}))
 	t.Cleanup(func() { srv.Close() })
 	return "http://" + ln.Addr().String() + "/", stepped, accepted
+}
+
+// TestTailConnKeepsNoBuffer: a connection that remembers where its last
+// write ended does not keep the written buffer alive (a large response's,
+// on a connection then idle).
+func TestTailConnKeepsNoBuffer(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	go io.Copy(io.Discard, b)
+	c := &tailConn{Conn: a}
+	collected := make(chan struct{})
+	func() {
+		buf := make([]byte, 1<<20)
+		runtime.AddCleanup(&buf[0], func(ch chan struct{}) { close(ch) }, collected)
+		if _, err := c.Write(buf); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	runtime.GC()
+	select {
+	case <-collected:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the written buffer is still reachable after a collection")
+	}
+	runtime.KeepAlive(c) // the connection lives on, idle
 }
 
 // rawGet sends a GET for url on a new connection and returns a reader of
