@@ -70,7 +70,7 @@ func TestEncoderBytes(t *testing.T) {
 		}
 		got := e.Bytes()
 		if fresh := e.size((*callRefs).count); got != fresh {
-			t.Fatalf("call %d: Bytes %d, a fresh count %d", i, got, e.size((*callRefs).count))
+			t.Fatalf("call %d: Bytes %d, a fresh count %d", i, got, fresh)
 		}
 		if i < 3 && got <= prev {
 			t.Fatalf("call %d: Bytes %d did not grow from %d", i, got, prev)

@@ -111,10 +111,10 @@ func (o *Options) defaults() {
 	}
 }
 
-// Close closes the connections. Calls in flight fail with an error.
 // DedupStats reports the encoders this process keeps in memory.
 func (s *Store) DedupStats() recorder.DedupStats { return s.encs.stats() }
 
+// Close closes the connections. Calls in flight fail with an error.
 func (s *Store) Close() error {
 	if err := s.rdb.Close(); err != nil {
 		if errors.Is(err, redis.ErrClosed) {
