@@ -27,8 +27,8 @@ import (
 // byte has gone out, and all that follows it is the CRLF the server adds
 // after a chunk (nothing, unchunked). [Listener] lets it see that: each
 // connection remembers where its last write ended. Where the proxy cannot
-// tell (no such connection, HTTP/1.0, a write the server buffered), it
-// flushes.
+// tell (no such connection, a write the server buffered or framed into
+// its own bytes), it flushes.
 
 // Listener returns ln with each accepted connection remembering where its
 // last write ended, and sets srv.ConnContext (keeping one already set) so
@@ -93,7 +93,7 @@ type lazyFlusher struct {
 // withLazyFlush wraps w when r came on a tailConn.
 func withLazyFlush(w http.ResponseWriter, r *http.Request) http.ResponseWriter {
 	c, ok := r.Context().Value(connKey{}).(*tailConn)
-	if !ok || r.ProtoMajor != 1 || r.ProtoMinor < 1 {
+	if !ok {
 		return w
 	}
 	return &lazyFlusher{ResponseWriter: w, conn: c}

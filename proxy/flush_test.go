@@ -138,10 +138,39 @@ func TestTailConnKeepsNoBuffer(t *testing.T) {
 	runtime.KeepAlive(c) // the connection lives on, idle
 }
 
-// rawGet sends a GET for url on a new connection and returns a reader of
-// what comes back; a read past timeout fails (a held-back write) instead of
-// hanging.
-func rawGet(t testing.TB, url string, timeout time.Duration) *bufio.Reader {
+// TestLazyFlushHTTP10: to an HTTP/1.0 client the stream goes unchunked,
+// and a write whose last byte went out straight leaves nothing behind:
+// each step arrives whole, and the bytes are the writes'.
+func TestLazyFlushHTTP10(t *testing.T) {
+	url, next, _ := flushServer(t, flushSteps)
+	br := rawGet(t, url, "HTTP/1.0", 30*time.Second)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.TransferEncoding) != 0 {
+		t.Fatalf("transfer encoding %q, want none", resp.TransferEncoding)
+	}
+	for i, n := range flushSteps {
+		next <- struct{}{}
+		got := make([]byte, n)
+		if _, err := io.ReadFull(resp.Body, got); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		if string(got) != strings.Repeat(string('a'+byte(i)), n) {
+			t.Fatalf("step %d: wrong bytes", i)
+		}
+	}
+	next <- struct{}{}
+	if rest, err := io.ReadAll(resp.Body); err != nil || len(rest) > 0 {
+		t.Fatalf("after the last step: %d bytes, %v", len(rest), err)
+	}
+}
+
+// rawGet sends a GET for url in protocol proto on a new connection and
+// returns a reader of what comes back; a read past timeout fails (a
+// held-back write) instead of hanging.
+func rawGet(t testing.TB, url, proto string, timeout time.Duration) *bufio.Reader {
 	t.Helper()
 	c, err := net.Dial("tcp", strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/"))
 	if err != nil {
@@ -149,7 +178,7 @@ func rawGet(t testing.TB, url string, timeout time.Duration) *bufio.Reader {
 	}
 	t.Cleanup(func() { c.Close() })
 	c.SetDeadline(time.Now().Add(timeout))
-	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+	fmt.Fprintf(c, "GET / %s\r\nHost: x\r\nConnection: close\r\n\r\n", proto)
 	return bufio.NewReader(c)
 }
 
@@ -163,7 +192,7 @@ func chunk(n int, b byte) string {
 // write takes three; a small write is flushed as usual.
 func TestLazyFlushWrites(t *testing.T) {
 	url, next, conns := flushServer(t, flushSteps)
-	br := rawGet(t, url, 30*time.Second)
+	br := rawGet(t, url, "HTTP/1.1", 30*time.Second)
 	resp, err := http.ReadResponse(br, nil) // reads the headers only
 	if err != nil {
 		t.Fatal(err)
@@ -214,7 +243,7 @@ func TestLazyFlushWrites(t *testing.T) {
 // out before the burst's last byte did.
 func TestLazyFlushFirstBurst(t *testing.T) {
 	url, next, conns := flushServerWith(t, []int{9000, 9000}, false)
-	br := rawGet(t, url, 30*time.Second)
+	br := rawGet(t, url, "HTTP/1.1", 30*time.Second)
 	next <- struct{}{}
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
@@ -361,7 +390,7 @@ func FuzzLazyFlush(f *testing.F) {
 			return // nothing written: a response with no body, not a stream
 		}
 		url, next, conns := flushServerWith(t, steps, headersFirst)
-		br := rawGet(t, url, 10*time.Second)
+		br := rawGet(t, url, "HTTP/1.1", 10*time.Second)
 		if !headersFirst {
 			next <- struct{}{} // the headers go out with the first step
 		}
