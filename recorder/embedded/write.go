@@ -125,7 +125,7 @@ func encodeAll(groups []encodeGroup, packs []packJob) error {
 			}
 		}
 	}
-	recorder.RunWriteJobs(len(groups), func(i int) { encode(&groups[i]) })
+	recorder.RunWriteJobs(len(groups), len(packs), func(i int) { encode(&groups[i]) })
 	for _, j := range packs {
 		if j.err != nil {
 			return fmt.Errorf("encode call %s: %w", j.call.CallID, j.err)
@@ -137,7 +137,7 @@ func encodeAll(groups []encodeGroup, packs []packJob) error {
 // packAll compresses the calls of a write side by side: compressing each
 // call's document and new blocks needs no shared state.
 func packAll(jobs []packJob) {
-	recorder.RunWriteJobs(len(jobs), func(i int) {
+	recorder.RunWriteJobs(len(jobs), len(jobs), func(i int) {
 		j := &jobs[i]
 		j.payload = recorder.Pack(j.payload, j.doc, j.blocks)
 		recorder.ReleaseDoc(j.doc)

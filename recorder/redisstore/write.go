@@ -142,7 +142,11 @@ func groupCalls(calls []*recorder.Call) []*episodeBatch {
 func (s *Store) writeRound(ctx context.Context, batches []*episodeBatch) error {
 	calls := make([]*call, len(batches))
 	errs := make([]error, len(batches))
-	recorder.RunWriteJobs(len(batches), func(i int) { // each batch is one episode's, with its own encoder
+	n := 0
+	for _, b := range batches {
+		n += len(b.calls)
+	}
+	recorder.RunWriteJobs(len(batches), n, func(i int) { // each batch is one episode's, with its own encoder
 		b := batches[i]
 		args, err := s.encodeBatch(b)
 		ek := s.keys.episode(b.id)
