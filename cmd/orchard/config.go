@@ -40,6 +40,9 @@ type proxyConfig struct {
 	PprofListen string        // address for net/http/pprof; "" disables it; env ORCHARD_PPROF
 	LiveLineage bool          // classify each call's lineage as it is recorded; env ORCHARD_LIVE_LINEAGE
 
+	DedupMemory   int // bytes of dedup state the store keeps in memory; env ORCHARD_DEDUP_MEMORY; default 64 MiB
+	DedupEpisodes int // most episodes that keep dedup state in memory; env ORCHARD_DEDUP_EPISODES; default 1024
+
 	serverLimits // spill dir and connection limits (proxy_limits.go)
 }
 
@@ -98,6 +101,11 @@ func (c *proxyConfig) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.Retention, "retention", 0, "delete finished episodes this long after they finish, e.g. 168h (0: keep)")
 	fs.StringVar(&c.PprofListen, "pprof", "", "serve net/http/pprof on this address (e.g. 127.0.0.1:6060) for profiling; off by default")
 	fs.BoolVar(&c.LiveLineage, "live-lineage", false, "classify each call's lineage (extend, retry, fork, ...) as it is recorded, for the orchard_proxy_lineage_total metric; readers classify stored episodes either way")
+	fs.IntVar(&c.DedupMemory, "dedup-memory", 64<<20, "bytes of memory the store's dedup state may take: one encoder per recent episode, "+
+		"so that a call stores only what it adds to the episode's earlier calls; past it the least recently written episodes' state goes, "+
+		"and is rebuilt from their stored calls if they go on")
+	fs.IntVar(&c.DedupEpisodes, "dedup-episodes", 1024, "most episodes that keep dedup state in memory; keep it above the number of "+
+		"episodes that run at once (a rollout's parallel agents), or their calls rebuild it from the stored calls again and again")
 	c.serverLimits.register(fs)
 	cliconf.SetEnv(fs, "upstream-key", "ORCHARD_UPSTREAM_API_KEY")
 	cliconf.SetEnv(fs, "redis", "ORCHARD_REDIS_URL")
@@ -125,6 +133,9 @@ func (c *proxyConfig) validate() error {
 	}
 	if c.MaxBody <= 0 || c.IdleTimeout <= 0 {
 		return errors.New("--max-body and --idle-timeout must be positive")
+	}
+	if c.DedupMemory < 0 || c.DedupEpisodes < 0 {
+		return errors.New("--dedup-memory and --dedup-episodes must not be negative")
 	}
 	return c.serverLimits.validate()
 }

@@ -25,7 +25,7 @@ more than --older-than ago, with its calls and events. Running episodes are neve
 			if olderThan <= 0 {
 				return fmt.Errorf("--older-than must be positive, e.g. 168h")
 			}
-			st, err := openWriteStore(cmd.Context(), sf.data, sf.redis, 0, slog.New(slog.DiscardHandler))
+			st, err := openWriteStore(cmd.Context(), sf.data, sf.redis, 0, dedupBounds{}, slog.New(slog.DiscardHandler))
 			if err != nil {
 				return err
 			}

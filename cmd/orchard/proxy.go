@@ -57,7 +57,7 @@ func runProxy(ctx context.Context, cfg *proxyConfig, lg *slog.Logger, ready chan
 	if err != nil {
 		return err
 	}
-	store, err := openWriteStore(ctx, cfg.Data, cfg.Redis, cfg.Retention, lg)
+	store, err := openWriteStore(ctx, cfg.Data, cfg.Redis, cfg.Retention, dedupBounds{cfg.DedupMemory, cfg.DedupEpisodes}, lg)
 	if err != nil {
 		return err
 	}

@@ -55,15 +55,20 @@ func openRawReadStore(cmd *cobra.Command, f *storeFlags) (recorder.Store, error)
 	return st, nil
 }
 
+// dedupBounds bound the dedup state a writing store keeps in memory; a
+// zero field takes the store's default.
+type dedupBounds struct{ bytes, episodes int }
+
 // openWriteStore opens the store the proxy records into.
-func openWriteStore(ctx context.Context, data, redisURL string, retention time.Duration, lg *slog.Logger) (recorder.Store, error) {
+func openWriteStore(ctx context.Context, data, redisURL string, retention time.Duration, dedup dedupBounds, lg *slog.Logger) (recorder.Store, error) {
 	if redisURL != "" {
 		// The proxy starts while Redis is down: its calls spill and are
 		// replayed when Redis answers (a crash during an outage must not
 		// keep the proxy down and its spill unreplayed).
-		return openRedisOpts(ctx, redisURL, redisstore.Options{Retention: retention, Logger: lg, StartDown: true})
+		return openRedisOpts(ctx, redisURL, redisstore.Options{Retention: retention, Logger: lg, StartDown: true,
+			MaxEncoderBytes: dedup.bytes, MaxEncoders: dedup.episodes})
 	}
-	st, err := embedded.Open(data, embedded.Options{Logger: lg})
+	st, err := embedded.Open(data, embedded.Options{Logger: lg, MaxEncoderBytes: dedup.bytes, MaxEncoders: dedup.episodes})
 	if errors.Is(err, embedded.ErrLocked) {
 		return nil, fmt.Errorf("store %s is in use by another orchard proxy (one writer per directory; use --redis for several replicas): %w", data, err)
 	}
