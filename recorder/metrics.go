@@ -66,5 +66,8 @@ func dedupCollectors(d dedupStatser) []prometheus.Collector {
 		prometheus.NewCounterFunc(prometheus.CounterOpts(opts("dedup_evictions_total",
 			"Dedup states let go by the store's bounds rather than by their episode finishing; each is rebuilt from the stored calls if the episode goes on.")),
 			func() float64 { return float64(d.DedupStats().Evictions) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts(opts("dedup_rebuilds_total",
+			"Dedup states rebuilt by reading back an episode's stored calls: after a restart, after another replica wrote the episode, or after the bounds let an episode go while it ran.")),
+			func() float64 { return float64(d.DedupStats().Rebuilds) }),
 	}
 }

@@ -55,6 +55,12 @@ type DedupStats struct {
 	// episode's next call rebuilds the encoder from what is stored, and
 	// until then its calls may be stored with less dedup.
 	Evictions uint64
+	// Rebuilds counts encoders rebuilt by reading back an episode's stored
+	// calls: after a restart, after another replica wrote the episode (the
+	// Redis store), or after the bounds let an episode go while it ran. A
+	// steady rise with evictions means the bounds are too small for the
+	// episodes running at once.
+	Rebuilds uint64
 }
 
 // Filter selects episodes in [Store.ListEpisodes]. Zero fields match all.

@@ -14,7 +14,8 @@ import (
 )
 
 // TestDedupBoundsReachTheStore: --dedup-episodes bounds the episodes whose
-// dedup state the store keeps, as its metrics report it, on either store.
+// dedup state the store keeps, as its metrics report it, on either store,
+// and an episode let go and written again counts as a rebuild.
 func TestDedupBoundsReachTheStore(t *testing.T) {
 	for _, redis := range []bool{false, true} {
 		name := "embedded"
@@ -52,8 +53,10 @@ func TestDedupBoundsReachTheStore(t *testing.T) {
 				}
 			}
 			kept, evicted := metricValue(page, "orchard_recorder_dedup_episodes"), metricValue(page, "orchard_recorder_dedup_evictions_total")
-			if kept != 2 || evicted != 2 {
-				t.Errorf("dedup state of %d episodes kept, %d evicted; want 2 and 2 (three episodes, a bound of two, the first written again)", kept, evicted)
+			rebuilt := metricValue(page, "orchard_recorder_dedup_rebuilds_total")
+			if kept != 2 || evicted != 2 || rebuilt != 1 {
+				t.Errorf("dedup state of %d episodes kept, %d evicted, %d rebuilt; want 2, 2 and 1 "+
+					"(three episodes, a bound of two, the first written again after it was let go)", kept, evicted, rebuilt)
 			}
 			stop()
 			if err := <-done; err != nil {

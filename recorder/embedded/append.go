@@ -162,9 +162,10 @@ func (s *Store) encoderLocked(episode string) (*recorder.EpisodeEncoder, error) 
 func (s *Store) rebuildEncoderLocked(episode string) *recorder.EpisodeEncoder {
 	e := recorder.NewEpisodeEncoder(!s.opts.NoDedup)
 	st := s.idx.eps[episode]
-	if st == nil {
+	if st == nil || len(st.calls) == 0 {
 		return e
 	}
+	s.rebuilds++
 	for _, c := range st.calls {
 		docBytes, _, err := s.readCall(c.at)
 		if err == nil {
@@ -196,7 +197,7 @@ func (s *Store) evictEncoderLocked() {
 func (s *Store) DedupStats() recorder.DedupStats {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return recorder.DedupStats{Episodes: len(s.encoders), Bytes: s.encoderSum, Evictions: s.evictions}
+	return recorder.DedupStats{Episodes: len(s.encoders), Bytes: s.encoderSum, Evictions: s.evictions, Rebuilds: s.rebuilds}
 }
 
 // forgetEncoderLocked drops an episode's encoder.

@@ -77,6 +77,7 @@ type Store struct {
 	encoderSize map[string]int // episode -> its encoder's Bytes after its last write
 	encoderSum  int            // of encoderSize
 	evictions   uint64         // encoders dropped by the bounds
+	rebuilds    uint64         // encoders rebuilt from stored calls
 	finished    recorder.FinishedEncoders
 	broken      error // sticky write failure: the log tail may be inconsistent
 	damage      Damage

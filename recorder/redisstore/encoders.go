@@ -3,6 +3,7 @@ package redisstore
 import (
 	"container/list"
 	"sync"
+	"sync/atomic"
 
 	"github.com/orchard-rl/orchard/recorder"
 )
@@ -37,6 +38,7 @@ func (e *episodeEncoder) resetLocked() { e.enc, e.inc, e.pos, e.last = nil, "", 
 // episode.
 type encoders struct {
 	max, maxBytes int
+	rebuilt       atomic.Uint64 // encoders rebuilt from stored frames
 
 	mu       sync.Mutex // guards following
 	m        map[string]*list.Element
@@ -82,7 +84,7 @@ func (c *encoders) evictLocked() {
 func (c *encoders) stats() recorder.DedupStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return recorder.DedupStats{Episodes: c.lru.Len(), Bytes: c.bytes, Evictions: c.evicted}
+	return recorder.DedupStats{Episodes: c.lru.Len(), Bytes: c.bytes, Evictions: c.evicted, Rebuilds: c.rebuilt.Load()}
 }
 
 // get returns the episode's encoder entry, creating it, and marks it used.

@@ -287,6 +287,9 @@ func (s *Store) rebuild(ctx context.Context, batches []*episodeBatch) error {
 		n := 0
 		b.calls = slices.DeleteFunc(b.calls, func(*recorder.Call) bool { n++; return stored[n-1] })
 		b.e.enc, b.e.inc, b.old = recorder.NewEpisodeEncoder(!s.opts.NoDedup), b.res.inc, nil
+		if len(frames) > 0 {
+			s.encs.rebuilt.Add(1)
+		}
 		if s.observe(b.e.enc, b.id, frames) > 0 {
 			b.e.pos, b.e.last = rs[i].n.Val(), frameSHA([]byte(frames[len(frames)-1]))
 		}
