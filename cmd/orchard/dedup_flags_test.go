@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"io"
 	"log/slog"
-	"net/http"
 	"testing"
 	"time"
 
@@ -43,7 +41,7 @@ func TestDedupBoundsReachTheStore(t *testing.T) {
 				}
 				// One call a store write, so that the bound acts between them.
 				for try := 0; ; try++ {
-					if page = metricsPage(t, base); metricValue(page, "orchard_recorder_written_total") == i+1 {
+					if page = string(proxytest.Do(t, "GET", base+"/metrics", nil, nil).Body); metricValue(page, "orchard_recorder_written_total") == i+1 {
 						break
 					}
 					if try == 500 {
@@ -64,18 +62,4 @@ func TestDedupBoundsReachTheStore(t *testing.T) {
 			}
 		})
 	}
-}
-
-func metricsPage(t *testing.T, base string) string {
-	t.Helper()
-	res, err := http.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }
