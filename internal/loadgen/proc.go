@@ -24,6 +24,9 @@ type ProcStat struct {
 	// Anon is the part of RSS that is the process's own memory (RssAnon):
 	// RSS less the pages of its binary and other files it maps.
 	Anon int64
+	// Reads and Writes count the read and write system calls of all its
+	// threads, sockets and files alike (syscr and syscw of /proc/PID/io).
+	Reads, Writes int64
 }
 
 // proc is a child process under test: an upstream, a proxy or redis.

@@ -12,8 +12,9 @@ import (
 // is 100 on every Linux architecture Go supports.
 const clockTicks = 100
 
-// readProc reads a process's CPU time (user + system, all threads) and its
-// peak and current resident set size from /proc.
+// readProc reads a process's CPU time (user + system, all threads), its
+// peak and current resident set size, and its read and write system calls
+// from /proc.
 func readProc(pid int) (ProcStat, error) {
 	var st ProcStat
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
@@ -40,7 +41,23 @@ func readProc(pid int) (ProcStat, error) {
 	st.PeakRSS = statusKB(status, "VmHWM:")
 	st.RSS = statusKB(status, "VmRSS:")
 	st.Anon = statusKB(status, "RssAnon:")
+	// Some sandboxes hide /proc/PID/io: the counts stay 0 there, and the
+	// report leaves them out.
+	if io, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid)); err == nil {
+		st.Reads, st.Writes = ioCount(io, "syscr:"), ioCount(io, "syscw:")
+	}
 	return st, nil
+}
+
+// ioCount returns a "key: N" line of /proc/PID/io, or 0.
+func ioCount(io []byte, key string) int64 {
+	for line := range bytes.Lines(io) {
+		if v, ok := bytes.CutPrefix(line, []byte(key)); ok {
+			n, _ := strconv.ParseInt(string(bytes.TrimSpace(v)), 10, 64)
+			return n
+		}
+	}
+	return 0
 }
 
 // loadAvg returns the 1-minute load average, or -1.

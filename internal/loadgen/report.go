@@ -94,7 +94,11 @@ type Cell struct {
 	UpCPU     float64 `json:"upstream_cpu_s_per_1k"`
 	RedisCPU  float64 `json:"redis_cpu_s_per_1k,omitempty"`
 	ClientCPU float64 `json:"client_cpu_s_per_1k"`
-	PeakRSSMB float64 `json:"proxy_peak_rss_mb"` // VmHWM of the proxy process
+	// The proxy process's read and write system calls per sample: how many
+	// events one read or write carries (fewer calls, larger batches).
+	ProxyReads  float64 `json:"proxy_reads_per_req,omitempty"`
+	ProxyWrites float64 `json:"proxy_writes_per_req,omitempty"`
+	PeakRSSMB   float64 `json:"proxy_peak_rss_mb"` // VmHWM of the proxy process
 	// PeakAnonMB is the largest RssAnon of the proxy process sampled every
 	// 100 ms: its peak RSS without the pages of its binary (orchard's is
 	// several times the size of the bare proxy's), to a sample's accuracy.
@@ -189,6 +193,10 @@ func (cr *cellRun) cell(k cellKey, t target) Cell {
 		return round(d.Seconds()*1000/float64(c.Requests), 3)
 	}
 	c.ProxyCPU, c.UpCPU, c.RedisCPU, c.ClientCPU = per1k(cr.proxyCPU), per1k(cr.upCPU), per1k(cr.redisCPU), per1k(cr.clientCPU)
+	if c.Key != "a" && c.Requests > 0 {
+		c.ProxyReads = round(float64(cr.proxyReads)/float64(c.Requests), 1)
+		c.ProxyWrites = round(float64(cr.proxyWrites)/float64(c.Requests), 1)
+	}
 	c.PeakRSSMB = round(float64(cr.peakRSS)/(1<<20), 1)
 	c.PeakAnonMB = round(float64(cr.peakAnon)/(1<<20), 1)
 	c.Sent, c.Recorded, c.Spilled = cr.sent, cr.recorded, cr.spilled

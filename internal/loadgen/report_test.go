@@ -69,6 +69,27 @@ func TestReadProcSelf(t *testing.T) {
 	if st.PeakRSS <= 0 || st.RSS <= 0 || st.PeakRSS < st.RSS {
 		t.Errorf("readProc(self) = %+v, want 0 < RSS <= PeakRSS", st)
 	}
+	// Ten writes of this process's own make syscw grow by ten at least.
+	f, err := os.Create(filepath.Join(t.TempDir(), "w"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for range 10 {
+		if _, err := f.Write([]byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after, err := readProc(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat("/proc/self/io"); err != nil {
+		return // hidden here: the counts stay 0
+	}
+	if st.Reads <= 0 || after.Writes-st.Writes < 10 {
+		t.Errorf("system calls before %d/%d, after ten writes %d/%d: want the writes counted", st.Reads, st.Writes, after.Reads, after.Writes)
+	}
 }
 
 // TestTokenPathChecks compares the token path with b+ids (and b), and an

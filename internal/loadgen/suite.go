@@ -104,6 +104,7 @@ type cellRun struct {
 	m                         Measurement
 	proxyCPU, upCPU, redisCPU time.Duration
 	clientCPU                 time.Duration
+	proxyReads, proxyWrites   int64 // the proxy's system calls
 	peakRSS                   int64
 	peakAnon                  int64   // sampled (see sampleAnon)
 	loadStart, loadEnd        float64 // sums over rounds
@@ -392,7 +393,7 @@ func sampleAnon(px *proc, peak *int64) (stop func()) {
 }
 
 // marker returns a [Load.Mark] that adds the CPU time the processes spend
-// in the measured window to cr.
+// in the measured window, and the proxy's system calls, to cr.
 func (s *suite) marker(cr *cellRun, px *proc) func(end bool) {
 	var before [4]ProcStat
 	return func(end bool) {
@@ -406,6 +407,8 @@ func (s *suite) marker(cr *cellRun, px *proc) func(end bool) {
 		cr.upCPU += now[1].CPU - before[1].CPU
 		cr.redisCPU += now[2].CPU - before[2].CPU
 		cr.clientCPU += now[3].CPU - before[3].CPU
+		cr.proxyReads += now[0].Reads - before[0].Reads
+		cr.proxyWrites += now[0].Writes - before[0].Writes
 		cr.loadEnd += loadAvg()
 		cr.rounds++
 	}
