@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -70,10 +71,27 @@ func (r *Report) bases(t TargetInfo) []string {
 
 // ratio compares cell c with base cell b (same load).
 func ratio(c, b *Cell) Ratio {
-	return Ratio{Target: c.Target, Key: c.Key, Base: b.Key, Concurrency: c.Concurrency,
+	r := Ratio{Target: c.Target, Key: c.Key, Base: b.Key, Concurrency: c.Concurrency,
 		Throughput: div(c.Throughput, b.Throughput), CPU: div(c.ProxyCPU, b.ProxyCPU),
 		RSS:      div(c.PeakRSSMB, b.PeakRSSMB),
 		P50Delta: round(c.Total.P50-b.Total.P50, 3), P99Delta: round(c.Total.P99-b.Total.P99, 3)}
+	if len(c.Rounds) > 1 && len(c.Rounds) == len(b.Rounds) {
+		for i, cr := range c.Rounds {
+			br := b.Rounds[i]
+			r.ThroughputRounds = append(r.ThroughputRounds, div(cr.Throughput, br.Throughput))
+			r.CPURounds = append(r.CPURounds, div(cr.ProxyCPU, br.ProxyCPU))
+		}
+	}
+	return r
+}
+
+// spread formats the smallest and largest of per-round ratios, or "-".
+func spread(rs []float64) string {
+	if len(rs) == 0 {
+		return "-"
+	}
+	lo, hi := slices.Min(rs), slices.Max(rs)
+	return fmt.Sprintf("%.3f-%.3f", lo, hi)
 }
 
 // div is a/b rounded, 0 when b is not positive.

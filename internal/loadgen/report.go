@@ -113,6 +113,16 @@ type Cell struct {
 	LoadStart float64  `json:"load_avg_start"`
 	LoadEnd   float64  `json:"load_avg_end"`
 	Notes     []string `json:"notes,omitempty"`
+	// Rounds holds each round's own figures, in round order, when the cell
+	// ran more than once (--rounds).
+	Rounds []Round `json:"rounds,omitempty"`
+}
+
+// Round is one round of a cell: its throughput and the proxy's CPU seconds
+// per 1000 samples (0 for a).
+type Round struct {
+	Throughput float64 `json:"req_per_s"`
+	ProxyCPU   float64 `json:"proxy_cpu_s_per_1k,omitempty"`
 }
 
 // Ratio compares a recording proxy with a base under one closed-loop load
@@ -129,6 +139,11 @@ type Ratio struct {
 	RSS         float64 `json:"peak_rss_ratio"`     // target / base, proxy process
 	P50Delta    float64 `json:"total_p50_delta_ms"` // target - base
 	P99Delta    float64 `json:"total_p99_delta_ms"` // target - base
+	// With several rounds, the throughput and CPU ratios of each round
+	// (round i of the target against round i of the base, which ran beside
+	// it): how far the machine's noise moves the ratios above.
+	ThroughputRounds []float64 `json:"throughput_ratio_rounds,omitempty"`
+	CPURounds        []float64 `json:"cpu_per_req_ratio_rounds,omitempty"`
 }
 
 // Check is one of the benchmark's targets for one recording proxy.
@@ -200,6 +215,9 @@ func (cr *cellRun) cell(k cellKey, t target) Cell {
 	c.PeakRSSMB = round(float64(cr.peakRSS)/(1<<20), 1)
 	c.PeakAnonMB = round(float64(cr.peakAnon)/(1<<20), 1)
 	c.Sent, c.Recorded, c.Spilled = cr.sent, cr.recorded, cr.spilled
+	if len(cr.perRound) > 1 {
+		c.Rounds = cr.perRound
+	}
 	if cr.rounds > 0 {
 		c.LoadStart = round(cr.loadStart/float64(cr.rounds), 2)
 		c.LoadEnd = round(cr.loadEnd/float64(cr.rounds), 2)

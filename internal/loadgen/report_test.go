@@ -169,3 +169,41 @@ func TestGitHeadInWorktree(t *testing.T) {
 		t.Errorf("gitHead(worktree) = %q, want abc123", got)
 	}
 }
+
+// TestRoundRatios divides round i of a target by round i of its base, and
+// prints the spread beside the merged ratio.
+func TestRoundRatios(t *testing.T) {
+	cell := func(key string, thr, cpu float64, rounds ...Round) Cell {
+		return Cell{Target: key, Key: key, Mode: "closed", Concurrency: 64, ProxyCPU: cpu,
+			Summary: Summary{Throughput: thr}, Rounds: rounds}
+	}
+	r := &Report{
+		Targets: []TargetInfo{{Key: "b", Name: "b"}, {Key: "c", Name: "c", Path: "plain"}},
+		Cells: []Cell{
+			cell("b", 1000, 1.0, Round{Throughput: 1000, ProxyCPU: 1.0}, Round{Throughput: 1000, ProxyCPU: 1.0}),
+			cell("c", 925, 1.3, Round{Throughput: 950, ProxyCPU: 1.2}, Round{Throughput: 900, ProxyCPU: 1.4}),
+		},
+	}
+	r.compare()
+	if len(r.Ratios) != 1 {
+		t.Fatalf("ratios = %+v, want one", r.Ratios)
+	}
+	ra := r.Ratios[0]
+	if fmt.Sprint(ra.ThroughputRounds) != "[0.95 0.9]" || fmt.Sprint(ra.CPURounds) != "[1.2 1.4]" {
+		t.Errorf("per-round ratios = %v and %v, want [0.95 0.9] and [1.2 1.4]", ra.ThroughputRounds, ra.CPURounds)
+	}
+	var b strings.Builder
+	if err := r.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "0.900-0.950   1.200-1.400") {
+		t.Errorf("table lacks the rounds' spread:\n%s", b.String())
+	}
+	// A base that ran a different number of rounds gives no spread.
+	r.Cells[0].Rounds = r.Cells[0].Rounds[:1]
+	r.Ratios, r.Checks = nil, nil
+	r.compare()
+	if ra := r.Ratios[0]; ra.ThroughputRounds != nil || ra.CPURounds != nil {
+		t.Errorf("rounds that do not pair gave %v and %v", ra.ThroughputRounds, ra.CPURounds)
+	}
+}

@@ -104,7 +104,9 @@ type cellRun struct {
 	m                         Measurement
 	proxyCPU, upCPU, redisCPU time.Duration
 	clientCPU                 time.Duration
-	proxyReads, proxyWrites   int64 // the proxy's system calls
+	proxyReads, proxyWrites   int64         // the proxy's system calls
+	roundCPU                  time.Duration // the proxy's CPU time in the last round's window
+	perRound                  []Round
 	peakRSS                   int64
 	peakAnon                  int64   // sampled (see sampleAnon)
 	loadStart, loadEnd        float64 // sums over rounds
@@ -350,6 +352,7 @@ func (s *suite) cell(ctx context.Context, t target, key cellKey) {
 	}
 	cr.merge(m)
 	sum := m.Summarize()
+	cr.addRound(sum, px != nil)
 	fmt.Fprintf(s.cfg.Progress, "%-20s %-6s c=%-4d %7.1f req/s  total p50 %7.2f ms  p99 %7.2f ms  errors %d  load %.1f\n",
 		t.Name, key.mode, key.conc, sum.Throughput, sum.Total.P50, sum.Total.P99, sum.Errors, loadAvg())
 }
@@ -403,7 +406,8 @@ func (s *suite) marker(cr *cellRun, px *proc) func(end bool) {
 			cr.loadStart += loadAvg()
 			return
 		}
-		cr.proxyCPU += now[0].CPU - before[0].CPU
+		cr.roundCPU = now[0].CPU - before[0].CPU
+		cr.proxyCPU += cr.roundCPU
 		cr.upCPU += now[1].CPU - before[1].CPU
 		cr.redisCPU += now[2].CPU - before[2].CPU
 		cr.clientCPU += now[3].CPU - before[3].CPU
@@ -464,6 +468,17 @@ func (s *suite) dataDir(t target, key cellKey) string {
 // (used with --redis; the embedded store spills under --data).
 func (s *suite) procEnv(t target, key cellKey) []string {
 	return []string{"ORCHARD_SPILL_DIR=" + filepath.Join(s.dataDir(t, key), "spill")}
+}
+
+// addRound keeps one round's throughput and, for a proxy target, its CPU
+// per request, which the ratios divide round by round.
+func (cr *cellRun) addRound(sum Summary, proxy bool) {
+	r := Round{Throughput: sum.Throughput}
+	if proxy && sum.Requests > 0 {
+		r.ProxyCPU = round(cr.roundCPU.Seconds()*1000/float64(sum.Requests), 3)
+	}
+	cr.perRound = append(cr.perRound, r)
+	cr.roundCPU = 0
 }
 
 // merge adds another round's measurement.
