@@ -42,8 +42,8 @@ type exchange struct {
 	reqBody      []byte // as the client sent it, decoded
 	reqEncoding  string
 	reqDecodeErr string
-	reqJSON      bool   // reqBody is one valid JSON value (encoding/json's judgement)
-	sent         []byte // what goes upstream
+	reqJSON      bool     // reqBody is one valid JSON value (encoding/json's judgement)
+	sent         sentBody // what goes upstream
 	patched      bool
 	model        string
 	stream       bool
@@ -113,7 +113,7 @@ func (x *exchange) readRequest(r *http.Request) *Error {
 		return tooBig
 	}
 	r.Body.Close()
-	x.sent = body
+	x.sent = wholeBody(body)
 	x.reqEncoding = r.Header.Get("Content-Encoding")
 	x.reqBody = body
 	if x.reqEncoding != "" {

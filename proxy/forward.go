@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net/http"
@@ -69,10 +68,10 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 		}
 	}
 	x.setCredentials(hdr)
-	if x.sent != nil {
-		pr.Out.Body = io.NopCloser(bytes.NewReader(x.sent))
-		pr.Out.ContentLength = int64(len(x.sent))
-		pr.Out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(x.sent)), nil }
+	if sent := x.sent; !sent.none() {
+		pr.Out.Body = sent.reader()
+		pr.Out.ContentLength = int64(sent.len())
+		pr.Out.GetBody = func() (io.ReadCloser, error) { return sent.reader(), nil }
 		if x.patched {
 			// The patched body is the decoded JSON; say so.
 			hdr.Del("Content-Encoding")

@@ -89,9 +89,9 @@ func (p *patch) add(m *reqMembers, path string, key reqMember, raw string, v any
 }
 
 // apply returns the patched body and keeps in p.paths the paths it set.
-func (p *patch) apply(m *reqMembers) []byte {
+func (p *patch) apply(m *reqMembers) sentBody {
 	if len(p.paths) == 0 {
-		return m.body
+		return wholeBody(m.body)
 	}
 	if !p.slow {
 		return m.withAppended(p.adds)
@@ -106,10 +106,10 @@ func (p *patch) apply(m *reqMembers) []byte {
 		}
 	}
 	p.paths = set
-	return body
+	return wholeBody(body)
 }
 
-func (x *exchange) commitPatch(body []byte) {
+func (x *exchange) commitPatch(body sentBody) {
 	if len(x.injected) > 0 {
 		x.sent, x.patched = body, true
 	}

@@ -3,6 +3,8 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
+	"io"
+	"net"
 	"unsafe"
 
 	"github.com/tidwall/gjson"
@@ -104,28 +106,45 @@ func (m *reqMembers) appendable(k reqMember) bool { return m.walked && !m.vals[k
 // appended, byte for byte what sjson.SetBytes returns when it sets each
 // absent key in turn: the object from its '{' to its last '}' (what
 // surrounds it is dropped), a comma unless the object was empty, the new
-// members, and the brace. It requires every key to be appendable.
-func (m *reqMembers) withAppended(adds []memberAdd) []byte {
+// members, and the brace. It requires every key to be appendable. The
+// body's part is not copied: the result's head is the client's bytes, so
+// that a patched request does not hold its body twice.
+func (m *reqMembers) withAppended(adds []memberAdd) sentBody {
 	b := m.body
 	start := jsonscan.SkipSpace(b, 0)
-	n := m.close - start + 1
+	n := 1
 	for _, a := range adds {
 		n += len(memberKeys[a.key]) + len(a.raw) + 4
 	}
-	out := make([]byte, 0, n)
-	out = append(out, b[start:m.close]...)
+	tail := make([]byte, 0, n)
 	empty := jsonscan.SkipSpace(b, start+1) == m.close
 	for _, a := range adds {
 		if !empty {
-			out = append(out, ',')
+			tail = append(tail, ',')
 		}
 		empty = false
-		out = append(out, '"')
-		out = append(out, memberKeys[a.key]...)
-		out = append(out, '"', ':')
-		out = append(out, a.raw...)
+		tail = append(tail, '"')
+		tail = append(tail, memberKeys[a.key]...)
+		tail = append(tail, '"', ':')
+		tail = append(tail, a.raw...)
 	}
-	return append(out, '}')
+	return sentBody{head: b[start:m.close:m.close], tail: append(tail, '}')}
+}
+
+// sentBody is a request body as it goes upstream: head followed by tail.
+// An unpatched body, or one patched by a copy, is all head.
+type sentBody struct{ head, tail []byte }
+
+func wholeBody(b []byte) sentBody { return sentBody{head: b} }
+
+// none reports whether there is no body to send (none was read).
+func (s sentBody) none() bool { return s.head == nil && s.tail == nil }
+
+func (s sentBody) len() int { return len(s.head) + len(s.tail) }
+
+// reader returns a new reader of the body, from its first byte.
+func (s sentBody) reader() io.ReadCloser {
+	return io.NopCloser(&net.Buffers{s.head, s.tail})
 }
 
 // memberAdd is a member the proxy adds to a request.

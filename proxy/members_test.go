@@ -2,12 +2,16 @@ package proxy
 
 import (
 	"encoding/json"
+	"io"
 	"strconv"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
+
+	"github.com/orchard-rl/orchard/internal/jsonscan"
 )
 
 // memberSeeds are request bodies with the members the proxy reads in the
@@ -115,16 +119,24 @@ func checkAppended(t *testing.T, m *reqMembers) {
 				t.Fatalf("sjson %s on %q: %v", path, m.body, err)
 			}
 		}
-		got := m.withAppended(p.adds)
-		if string(got) != string(want) {
-			t.Fatalf("patch %v of %q:\n got %s\nwant %s", p.paths, m.body, got, want)
+		sent := m.withAppended(p.adds)
+		got := sentString(t, sent)
+		if got != string(want) || sent.len() != len(want) {
+			t.Fatalf("patch %v of %q:\n got %s (len %d)\nwant %s", p.paths, m.body, got, sent.len(), want)
+		}
+		// The body's part is the client's own bytes, not a copy.
+		if len(sent.head) > 0 && unsafe.SliceData(sent.head) != &m.body[jsonscan.SkipSpace(m.body, 0)] {
+			t.Fatalf("patch %v of %q: the head is a copy of the client's body", p.paths, m.body)
+		}
+		if again := sentString(t, sent); again != got {
+			t.Fatalf("a second reader (GetBody) gave %s, want %s", again, got)
 		}
 	}
 }
 
 // BenchmarkPatchRequest measures reading an agent's request (a 9 KB history
 // before the members the proxy reads) and adding the token fields, as the
-// walk and one appended copy do it, and as one gjson lookup and one sjson
+// walk and the appended members do it, and as one gjson lookup and one sjson
 // copy per member did.
 func BenchmarkPatchRequest(b *testing.B) {
 	msgs := make([]map[string]string, 0, 40)
@@ -142,7 +154,7 @@ func BenchmarkPatchRequest(b *testing.B) {
 			var p patch
 			p.add(m, "return_token_ids", memReturnTokenIDs, "true", true)
 			p.add(m, "logprobs", memLogprobs, "true", true)
-			if len(p.apply(m)) <= len(body) {
+			if p.apply(m).len() <= len(body) {
 				b.Fatal("not patched")
 			}
 		}
@@ -162,4 +174,14 @@ func BenchmarkPatchRequest(b *testing.B) {
 			}
 		}
 	})
+}
+
+// sentString reads a body as it goes upstream.
+func sentString(t *testing.T, s sentBody) string {
+	t.Helper()
+	b, err := io.ReadAll(s.reader())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -64,7 +64,7 @@ func (h *Handler) record(x *exchange) {
 	// The record owns what it needs now. Drop the rest: the server and the
 	// transport can keep a connection's last request (and so x) reachable
 	// until the next one, and a stream's assembly state holds its token ids.
-	x.asm, x.reqBody, x.sent = nil, nil, nil
+	x.asm, x.reqBody, x.sent = nil, nil, sentBody{}
 	// The request is the body jsonscan or encoding/json found valid, or
 	// keepBytes' JSON string; the response is the assembler's (valid by
 	// construction: FuzzStream holds it to that), jsonOrString's or empty.
