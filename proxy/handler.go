@@ -3,8 +3,10 @@ package proxy
 import (
 	"context"
 	"errors"
+	"io"
 	"log"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -280,8 +282,41 @@ func newTransport() *http.Transport {
 		// client's Accept-Encoding and never decompresses what it relays.
 		DisableCompression: true,
 		ReadBufferSize:     upstreamReadBuffer,
+		DialContext:        dialUpstream,
 	}
 }
+
+// dialUpstream dials an upstream connection as the Transport's default
+// dialer does and wraps it in an upstreamConn.
+func dialUpstream(ctx context.Context, network, addr string) (net.Conn, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return upstreamConn{Conn: c, w: onlyWriter{c}}, nil
+}
+
+// upstreamConn copies a request body onto the socket through a pooled
+// buffer. The Transport writes a request through a 4 KiB buffer and hands
+// what of the body does not fit to the connection's ReadFrom; a TCP
+// connection's own ReadFrom allocates a buffer the size of that rest for
+// every request.
+type upstreamConn struct {
+	net.Conn
+	w io.Writer // the connection as an onlyWriter, made once
+}
+
+func (c upstreamConn) ReadFrom(r io.Reader) (int64, error) {
+	bp := copyBufs.Get().(*[]byte)
+	n, err := io.CopyBuffer(c.w, r, *bp)
+	copyBufs.Put(bp)
+	return n, err
+}
+
+// onlyWriter hides a writer's ReadFrom, so that io.CopyBuffer uses the
+// buffer it is given.
+type onlyWriter struct{ io.Writer }
 
 // upstreamReadBuffer is the size of the buffer each upstream connection
 // reads through, and of the ReverseProxy's copy buffers (copyBufs), which

@@ -1,0 +1,69 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"math/rand/v2"
+	"net"
+	"testing"
+)
+
+// TestUpstreamConnReadFrom checks that an upstream connection writes a
+// request body's bytes exactly, and through the pooled buffer: a TCP
+// connection's own ReadFrom allocates a buffer for each body.
+func TestUpstreamConnReadFrom(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := dialUpstream(context.Background(), "tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	peer, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+
+	body := make([]byte, 70<<10) // more than two copy buffers
+	for i := range body {
+		body[i] = byte(rand.IntN(256))
+	}
+	got := make([]byte, len(body))
+	next, read := make(chan struct{}), make(chan error)
+	go func() {
+		for range next {
+			_, err := io.ReadFull(peer, got)
+			read <- err
+		}
+	}()
+	defer close(next)
+	rf, ok := c.(io.ReaderFrom)
+	if !ok {
+		t.Fatalf("upstream connection %T has no ReadFrom", c)
+	}
+	br := bytes.NewReader(body)
+	lr := &io.LimitedReader{R: br} // as the Transport hands a body over
+	send := func() {
+		next <- struct{}{}
+		br.Reset(body)
+		lr.N = int64(len(body))
+		if n, err := rf.ReadFrom(lr); err != nil || n != int64(len(body)) {
+			t.Fatalf("ReadFrom = %d, %v; want %d, nil", n, err, len(body))
+		}
+		if err := <-read; err != nil {
+			t.Fatal(err)
+		}
+	}
+	send()
+	if !bytes.Equal(got, body) {
+		t.Fatal("the peer read other bytes than the body")
+	}
+	if allocs := testing.AllocsPerRun(20, send); allocs != 0 {
+		t.Fatalf("ReadFrom allocated %.1f times per body; want 0 (the pooled buffer)", allocs)
+	}
+}
