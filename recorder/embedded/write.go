@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/orchard-rl/orchard/recorder"
@@ -66,7 +67,9 @@ func (s *Store) writeCallsLocked(calls []*recorder.Call) (int64, error) {
 			c = &cc
 		}
 		groups[gi].jobs = append(groups[gi].jobs, len(packs))
-		packs = append(packs, packJob{call: c, payload: appendCallHeader(nil, callHeader{episode: ep, callID: c.CallID, started: c.StartedAt})})
+		bp := payloadBufs.Get().(*[]byte)
+		packs = append(packs, packJob{call: c, buf: bp,
+			payload: appendCallHeader((*bp)[:0], callHeader{episode: ep, callID: c.CallID, started: c.StartedAt})})
 	}
 	if err := encodeAll(groups, packs); err != nil {
 		s.dropEncoders(touched) // some of them took calls that will not be stored
@@ -85,6 +88,7 @@ func (s *Store) writeCallsLocked(calls []*recorder.Call) (int64, error) {
 		buf, frames = addFrame(buf, frames, j.payload)
 	}
 	pos, err := s.appendLocked(buf, frames)
+	releasePayloads(packs)
 	if err != nil {
 		s.dropEncoders(touched) // they think blocks were stored that were not
 		return pos, err
@@ -100,6 +104,7 @@ func (s *Store) writeCallsLocked(calls []*recorder.Call) (int64, error) {
 type packJob struct {
 	call    *recorder.Call
 	payload []byte
+	buf     *[]byte // holds payload in payloadBufs once the write is done
 	doc     []byte
 	blocks  []recorder.Block
 	err     error
@@ -143,6 +148,24 @@ func packAll(jobs []packJob) {
 		recorder.ReleaseDoc(j.doc)
 		j.doc, j.call = nil, nil
 	})
+}
+
+// payloadBufs recycles the frame payloads of a write, which go into the
+// write's buffer and the index (which copies what it keeps). Each was a
+// new buffer grown by appends from the call header's size to the packed
+// call's.
+var payloadBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// releasePayloads hands the payloads of a finished write to payloadBufs.
+func releasePayloads(packs []packJob) {
+	for i := range packs {
+		j := &packs[i]
+		if j.buf != nil && cap(j.payload) <= 1<<20 { // a huge one goes to the GC
+			*j.buf = j.payload[:0]
+			payloadBufs.Put(j.buf)
+		}
+		j.payload, j.buf = nil, nil
+	}
 }
 
 func has(m map[string]struct{}, k string) bool {
