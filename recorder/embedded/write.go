@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -83,11 +84,14 @@ func (s *Store) writeCallsLocked(calls []*recorder.Call) (int64, error) {
 	for _, j := range packs {
 		size += frameHeader + len(j.payload)
 	}
-	buf, frames := make([]byte, 0, size), make([]framed, 0, len(packs)) // grown by appends, they were copied again and again
+	wb := writeBufs.Get().(*writeBuf)
+	// Sized up front: grown by appends, they were copied again and again.
+	buf, frames := slices.Grow(wb.buf[:0], size), slices.Grow(wb.frames[:0], len(packs))
 	for _, j := range packs {
 		buf, frames = addFrame(buf, frames, j.payload)
 	}
 	pos, err := s.appendLocked(buf, frames)
+	wb.release(buf, frames)
 	releasePayloads(packs)
 	if err != nil {
 		s.dropEncoders(touched) // they think blocks were stored that were not
@@ -155,6 +159,25 @@ func packAll(jobs []packJob) {
 // new buffer grown by appends from the call header's size to the packed
 // call's.
 var payloadBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// writeBuf is the buffer a write's frames are appended in, and their list;
+// writeBufs recycles them once the write is on the file.
+type writeBuf struct {
+	buf    []byte
+	frames []framed
+}
+
+var writeBufs = sync.Pool{New: func() any { return new(writeBuf) }}
+
+// release hands buf and frames back to writeBufs, unless buf is huge.
+func (w *writeBuf) release(buf []byte, frames []framed) {
+	if cap(buf) > 16<<20 {
+		return
+	}
+	clear(frames) // the payloads go back to their own pool
+	w.buf, w.frames = buf[:0], frames[:0]
+	writeBufs.Put(w)
+}
 
 // releasePayloads hands the payloads of a finished write to payloadBufs.
 func releasePayloads(packs []packJob) {
