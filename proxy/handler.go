@@ -314,6 +314,16 @@ func (c upstreamConn) ReadFrom(r io.Reader) (int64, error) {
 	return n, err
 }
 
+// CloseWrite half-closes the connection, as the reverse proxy does to an
+// upgraded (switched-protocol) connection once the client has sent all.
+func (c upstreamConn) CloseWrite() error {
+	cw, ok := c.Conn.(interface{ CloseWrite() error })
+	if !ok {
+		return errors.ErrUnsupported
+	}
+	return cw.CloseWrite()
+}
+
 // onlyWriter hides a writer's ReadFrom, so that io.CopyBuffer uses the
 // buffer it is given.
 type onlyWriter struct{ io.Writer }

@@ -13,21 +13,7 @@ import (
 // request body's bytes exactly, and through the pooled buffer: a TCP
 // connection's own ReadFrom allocates a buffer for each body.
 func TestUpstreamConnReadFrom(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	c, err := dialUpstream(context.Background(), "tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	peer, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer peer.Close()
+	c, peer := upstreamPair(t)
 
 	body := make([]byte, 70<<10) // more than two copy buffers
 	for i := range body {
@@ -66,4 +52,53 @@ func TestUpstreamConnReadFrom(t *testing.T) {
 	if allocs := testing.AllocsPerRun(20, send); allocs != 0 {
 		t.Fatalf("ReadFrom allocated %.1f times per body; want 0 (the pooled buffer)", allocs)
 	}
+}
+
+// TestUpstreamConnCloseWrite checks that an upstream connection still
+// half-closes, as the reverse proxy asks of an upgraded connection: the
+// peer reads the end of the stream and can still answer.
+func TestUpstreamConnCloseWrite(t *testing.T) {
+	c, peer := upstreamPair(t)
+	cw, ok := c.(interface{ CloseWrite() error })
+	if !ok {
+		t.Fatalf("upstream connection %T has no CloseWrite", c)
+	}
+	if _, err := c.Write([]byte("last words")); err != nil {
+		t.Fatal(err)
+	}
+	if err := cw.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(peer)
+	if err != nil || string(got) != "last words" {
+		t.Fatalf("peer read %q, %v; want the bytes, then the end of the stream", got, err)
+	}
+	if _, err := peer.Write([]byte("reply")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 5)
+	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "reply" {
+		t.Fatalf("read %q, %v after the half-close; want the peer's reply", buf, err)
+	}
+}
+
+// upstreamPair dials an upstream connection to a loopback listener and
+// returns it with the listener's end.
+func upstreamPair(t *testing.T) (c, peer net.Conn) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err = dialUpstream(context.Background(), "tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	peer, err = ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { peer.Close() })
+	return c, peer
 }
