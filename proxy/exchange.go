@@ -63,6 +63,8 @@ type exchange struct {
 	asm  *assemble.Streamer
 	// asmEvents: the stripper feeds asm event by event, not the tee.
 	asmEvents bool
+	// arrival numbers the exchange among its episode's (see arrivals).
+	arrival uint64
 	// shown is the body a non-streaming client got with the injected
 	// fields stripped: the record's response (its tokens come from resp).
 	shown []byte

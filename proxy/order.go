@@ -24,8 +24,16 @@ type arrivals struct {
 type episodeArrivals struct {
 	open      []*exchange // begun and not yet released, in arrival order
 	held      map[*exchange]*recorder.Call
-	releasing bool     // a worker is releasing this episode's records
-	done      []func() // to call once no exchange is open (whenDone)
+	releasing bool // a worker is releasing this episode's records
+	next      uint64
+	done      []waiter // see whenDone
+}
+
+// waiter is a whenDone callback, due once every exchange that began before
+// it (arrival below after) is released.
+type waiter struct {
+	after uint64
+	f     func()
 }
 
 func newArrivals() *arrivals { return &arrivals{eps: make(map[string]*episodeArrivals)} }
@@ -38,6 +46,8 @@ func (a *arrivals) begin(x *exchange) {
 		ep = &episodeArrivals{held: make(map[*exchange]*recorder.Call)}
 		a.eps[x.att.episode] = ep
 	}
+	x.arrival = ep.next
+	ep.next++
 	ep.open = append(ep.open, x)
 	a.mu.Unlock()
 }
@@ -57,14 +67,13 @@ func (a *arrivals) submit(x *exchange, c *recorder.Call, release func(*recorder.
 		ready := ep.takeReady()
 		if len(ready) == 0 {
 			ep.releasing = false
-			var done []func()
 			if len(ep.open) == 0 {
 				delete(a.eps, x.att.episode)
-				done = ep.done
 			}
+			done := ep.takeDue()
 			a.mu.Unlock()
-			for _, f := range done {
-				f()
+			for _, w := range done {
+				w.f()
 			}
 			return
 		}
@@ -78,7 +87,8 @@ func (a *arrivals) submit(x *exchange, c *recorder.Call, release func(*recorder.
 
 // whenDone calls f once every exchange of episode that has begun is
 // released (its record classified and handed to the sink): at once if none
-// is open, else from the worker that releases the last of them.
+// is open, else from the worker that releases the last of them. Exchanges
+// that begin after whenDone do not hold f up.
 func (a *arrivals) whenDone(episode string, f func()) {
 	a.mu.Lock()
 	ep := a.eps[episode]
@@ -87,8 +97,30 @@ func (a *arrivals) whenDone(episode string, f func()) {
 		f()
 		return
 	}
-	ep.done = append(ep.done, f)
+	ep.done = append(ep.done, waiter{after: ep.next, f: f})
 	a.mu.Unlock()
+}
+
+// takeDue removes and returns the waiters whose exchanges are all
+// released; the releasing worker calls it when it has released all it
+// could.
+func (ep *episodeArrivals) takeDue() []waiter {
+	oldest := ep.next // of the exchanges still open
+	if len(ep.open) > 0 {
+		oldest = ep.open[0].arrival
+	}
+	var due []waiter
+	keep := ep.done[:0]
+	for _, w := range ep.done {
+		if w.after <= oldest {
+			due = append(due, w)
+		} else {
+			keep = append(keep, w)
+		}
+	}
+	clear(ep.done[len(keep):])
+	ep.done = keep
+	return due
 }
 
 // takeReady removes and returns, in arrival order, the held records that

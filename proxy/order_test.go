@@ -91,3 +91,47 @@ func TestArrivalsWhenDone(t *testing.T) {
 		t.Fatalf("got %v, want %v", got, want)
 	}
 }
+
+// TestArrivalsWhenDoneLaterCall: an exchange that begins after whenDone
+// does not hold it up, even when it begins while the releasing worker is
+// still handing out the records that whenDone waited for (the worker then
+// runs whenDone before that exchange's record), and an exchange that began
+// before it does.
+func TestArrivalsWhenDoneLaterCall(t *testing.T) {
+	mk := func() *exchange {
+		x := &exchange{}
+		x.att.episode = "a"
+		x.answered.Store(true)
+		return x
+	}
+	a := newArrivals()
+	var got []string
+	call := func(id string) *recorder.Call { return &recorder.Call{CallID: id} }
+	x1, x2, x3 := mk(), mk(), mk()
+	x2.answered.Store(false) // still streaming: later records do not wait for it
+	a.begin(x1)
+	release := func(c *recorder.Call) {
+		got = append(got, c.CallID)
+		if c.CallID == "a1" { // the episode finishes and a late call arrives
+			a.whenDone("a", func() { got = append(got, "done a") })
+			a.begin(x2)
+		}
+	}
+	a.submit(x1, call("a1"), release)
+	if want := []string{"a1", "done a"}; !slices.Equal(got, want) {
+		t.Fatalf("got %v, want %v: the later call held whenDone up", got, want)
+	}
+	a.whenDone("a", func() { got = append(got, "done a again") }) // x2 is open: waits for it
+	a.begin(x3)
+	a.submit(x3, call("a3"), release)
+	if want := []string{"a1", "done a", "a3"}; !slices.Equal(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	a.submit(x2, call("a2"), release)
+	if want := []string{"a1", "done a", "a3", "a2", "done a again"}; !slices.Equal(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	if len(a.eps) != 0 {
+		t.Fatalf("%d episodes left open, want 0", len(a.eps))
+	}
+}
