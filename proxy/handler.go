@@ -277,7 +277,9 @@ func newTransport() *http.Transport {
 		MaxIdleConns:        1024,
 		MaxIdleConnsPerHost: 1024,
 		IdleConnTimeout:     90 * time.Second,
-		ForceAttemptHTTP2:   false,
+		// HTTP/2 where a TLS upstream offers it, as Go's Transport does
+		// without a dialer of its own; with dialUpstream it must be asked for.
+		ForceAttemptHTTP2: true,
 		// Compression is the client's business: the proxy forwards the
 		// client's Accept-Encoding and never decompresses what it relays.
 		DisableCompression: true,

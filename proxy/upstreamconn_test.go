@@ -6,6 +6,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 )
 
@@ -101,4 +103,33 @@ func upstreamPair(t *testing.T) (c, peer net.Conn) {
 	}
 	t.Cleanup(func() { peer.Close() })
 	return c, peer
+}
+
+// TestTransportHTTP2 checks that the upstream Transport, with its own
+// dialer, still speaks HTTP/2 to a TLS upstream that offers it (Go turns
+// HTTP/2 off by default for a Transport with a custom dialer) and HTTP/1.1
+// to a cleartext one.
+func TestTransportHTTP2(t *testing.T) {
+	proto := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, r.Proto) })
+	tlsUp := httptest.NewUnstartedServer(proto)
+	tlsUp.EnableHTTP2 = true
+	tlsUp.StartTLS()
+	defer tlsUp.Close()
+	plainUp := httptest.NewServer(proto)
+	defer plainUp.Close()
+
+	tr := newTransport()
+	tr.TLSClientConfig = tlsUp.Client().Transport.(*http.Transport).TLSClientConfig.Clone() // trust the test certificate
+	defer tr.CloseIdleConnections()
+	for url, want := range map[string]string{tlsUp.URL: "HTTP/2.0", plainUp.URL: "HTTP/1.1"} {
+		res, err := (&http.Client{Transport: tr}).Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		if err != nil || string(got) != want {
+			t.Fatalf("%s: upstream saw %q, %v; want %s", url, got, err, want)
+		}
+	}
 }
