@@ -24,8 +24,8 @@ type arrivals struct {
 type episodeArrivals struct {
 	open      []*exchange // begun and not yet released, in arrival order
 	held      map[*exchange]*recorder.Call
-	releasing bool // a worker is releasing this episode's records
-	next      uint64
+	releasing bool     // a worker is releasing this episode's records
+	next      uint64   // the arrival number of the next exchange to begin
 	done      []waiter // see whenDone
 }
 

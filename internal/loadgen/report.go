@@ -208,7 +208,7 @@ func (cr *cellRun) cell(k cellKey, t target) Cell {
 		return round(d.Seconds()*1000/float64(c.Requests), 3)
 	}
 	c.ProxyCPU, c.UpCPU, c.RedisCPU, c.ClientCPU = per1k(cr.proxyCPU), per1k(cr.upCPU), per1k(cr.redisCPU), per1k(cr.clientCPU)
-	if c.Requests > 0 { // 0 for a, which runs no proxy: left out
+	if c.Requests > 0 { // a runs no proxy: its counts are 0, which omitempty leaves out
 		c.ProxyReads = round(float64(cr.proxyReads)/float64(c.Requests), 1)
 		c.ProxyWrites = round(float64(cr.proxyWrites)/float64(c.Requests), 1)
 	}
