@@ -20,9 +20,10 @@
 // Sink. The client never waits on a record, and no record is dropped.
 //
 // A stream reaches the client flushed as it arrives; serving the Handler
-// through a listener from [Listener] lets it skip the flushes that would
-// send only an HTTP chunk's closing CRLF (flush.go). Without it, every
-// write is flushed.
+// through a listener from [Listener] lets it send a burst of events that
+// outruns the server's connection buffer in one write syscall instead of
+// two or three (flush.go). Without it, every write is flushed as the
+// server splits it.
 //
 // [New] starts nothing: [Handler.Start] starts the record workers and the
 // upstream-kind probes, and a Handler not started answers 503. Close waits

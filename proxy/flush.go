@@ -4,8 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
-	"sync/atomic"
-	"unsafe"
+	"sync"
 )
 
 // A stream reaches the client through the server's 4 KiB connection
@@ -13,25 +12,20 @@ import (
 // stream, one write carries many events, and the server sends it in three
 // syscalls: the chunk header with the first 4 KiB, the rest straight from
 // the write, and, on the flush, the two bytes (CRLF) that close the chunk.
-// Those two bytes carry no data: a client has every byte of the chunk
-// without them (Go's, Python's http.client and h11, and llhttp all hand
-// the chunk's data over before its CRLF arrives). So when they are all the
-// flush would send, the proxy leaves them in the buffer, where the next
-// chunk or the end of the response takes them along: a third fewer write
-// syscalls for such bursts, and the same bytes in the same order.
+// Each write runs the kernel's TCP send path (on loopback the receiver's
+// too) and wakes the reader, and with TCP_NODELAY, Go's default, the first
+// 4 KiB leave as a segment of their own.
 //
-// The proxy knows they are all the buffer holds when the last byte of its
-// write went to the socket straight from the write's own bytes: the
-// server's buffers write only when they are empty straight from the
-// caller's bytes, and hand bytes on in order, so everything before that
-// byte has gone out, and all that follows it is the CRLF the server adds
-// after a chunk (nothing, unchunked). [Listener] lets it see that: each
-// connection remembers where its last write ended. Where the proxy cannot
-// tell (no such connection, a write the server buffered or framed into
-// its own bytes), it flushes.
+// So while a write of the proxy's is under way, the connection gathers
+// what the server writes to it, and if the server wrote anything (the
+// write outran its buffer), the proxy flushes the rest, CRLF included,
+// into the gathered bytes and sends them in one syscall: the same bytes in
+// the same order, one write per burst instead of two or three, at the cost
+// of copying a burst once. A write the buffer takes whole goes out on the
+// flush, as it would have. [Listener] gives the proxy those connections.
 
-// Listener returns ln with each accepted connection remembering where its
-// last write ended, and sets srv.ConnContext (keeping one already set) so
+// Listener returns ln with each accepted connection able to gather a
+// response's bursts, and sets srv.ConnContext (keeping one already set) so
 // that the [Handler] serving through srv finds the connection of a
 // request. Serve srv on the returned listener.
 func Listener(srv *http.Server, ln net.Listener) net.Listener {
@@ -40,78 +34,117 @@ func Listener(srv *http.Server, ln net.Listener) net.Listener {
 		if next != nil {
 			ctx = next(ctx, c)
 		}
-		if tc, ok := c.(*tailConn); ok {
+		if tc, ok := c.(*gatherConn); ok {
 			ctx = context.WithValue(ctx, connKey{}, tc)
 		}
 		return ctx
 	}
-	return tailListener{ln}
+	return gatherListener{ln}
 }
 
 type connKey struct{}
 
-type tailListener struct{ net.Listener }
+type gatherListener struct{ net.Listener }
 
-func (l tailListener) Accept() (net.Conn, error) {
+func (l gatherListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
 	}
-	return &tailConn{Conn: c}, nil
+	return &gatherConn{Conn: c}, nil
 }
 
-// tailConn remembers the address of the last byte written to it, as a
-// number: it must not keep the writer's buffer (a large response's, say)
-// alive while the connection idles.
-type tailConn struct {
+// gatherConn gathers its writes while the proxy is writing a response
+// through it (see gather), and otherwise writes straight through. Writes
+// to it are serialised: they come from the goroutine serving its request,
+// or from the ReverseProxy's flush timer under the ReverseProxy's lock.
+type gatherConn struct {
 	net.Conn
-	last atomic.Uintptr
+	gathering bool
+	buf       *[]byte // what was gathered, from gatherBufs
 }
 
-func (c *tailConn) Write(p []byte) (int, error) {
-	n, err := c.Conn.Write(p)
-	if n > 0 {
-		c.last.Store(addrOf(&p[n-1]))
+func (c *gatherConn) Write(p []byte) (int, error) {
+	if !c.gathering {
+		return c.Conn.Write(p)
 	}
-	return n, err
+	if c.buf == nil {
+		c.buf = gatherBufs.Get().(*[]byte)
+	}
+	*c.buf = append(*c.buf, p...)
+	return len(p), nil
 }
 
-func addrOf(b *byte) uintptr { return uintptr(unsafe.Pointer(b)) }
+// gatherBufs recycles gathered bursts: a connection holds one only while
+// a write is under way, so they are as many as the bursts in flight.
+var gatherBufs = sync.Pool{New: func() any { b := make([]byte, 0, 32<<10); return &b }}
+
+// maxGathered is the largest gathered buffer gatherBufs keeps.
+const maxGathered = 1 << 20
+
+// gather makes writes collect until release.
+func (c *gatherConn) gather() { c.gathering = true }
+
+// gathered reports whether anything was written since gather.
+func (c *gatherConn) gathered() bool { return c.buf != nil }
+
+// release ends gathering and writes what was gathered, in one write.
+func (c *gatherConn) release() error {
+	c.gathering = false
+	b := c.buf
+	if b == nil {
+		return nil
+	}
+	c.buf = nil
+	_, err := c.Conn.Write(*b)
+	if cap(*b) <= maxGathered {
+		*b = (*b)[:0]
+		gatherBufs.Put(b)
+	}
+	return err
+}
 
 // lazyFlusher is the ResponseWriter the ReverseProxy writes a response
-// through: it skips a flush that would send only a chunk's closing CRLF.
-// Its methods are called under the ReverseProxy's flush lock.
+// through: a write that outruns the connection's buffer goes out whole in
+// one syscall, and the flush after it sends nothing more. Its methods are
+// called under the ReverseProxy's flush lock.
 type lazyFlusher struct {
 	http.ResponseWriter
-	conn *tailConn
-	// sent: the last Write's bytes went out, the last one straight from
-	// the write: only a CRLF, if anything, is left in the buffer until the
-	// next Write.
+	conn *gatherConn
+	// sent: the last Write left nothing in the server's buffers; it holds
+	// until the next Write.
 	sent bool
 }
 
-// withLazyFlush wraps w when r came on a tailConn.
+// withLazyFlush wraps w when r came on a gatherConn.
 func withLazyFlush(w http.ResponseWriter, r *http.Request) http.ResponseWriter {
-	c, ok := r.Context().Value(connKey{}).(*tailConn)
+	c, ok := r.Context().Value(connKey{}).(*gatherConn)
 	if !ok {
 		return w
 	}
 	return &lazyFlusher{ResponseWriter: w, conn: c}
 }
 
-// Write writes p and notes whether its last byte went out straight from p.
-// p is alive throughout, so no other buffer can be at that address.
+// Write writes p. When the server had to write some of it to the
+// connection, the rest is flushed right away and all of it goes out in
+// one write.
 func (f *lazyFlusher) Write(p []byte) (int, error) {
-	f.conn.last.Store(0) // a match below is a write of this call
+	f.conn.gather()
 	n, err := f.ResponseWriter.Write(p)
-	f.sent = err == nil && n == len(p) && n > 0 && f.conn.last.Load() == addrOf(&p[n-1])
+	outran := f.conn.gathered()
+	if err == nil && outran {
+		err = http.NewResponseController(f.ResponseWriter).Flush()
+	}
+	if rerr := f.conn.release(); err == nil {
+		err = rerr
+	}
+	f.sent = err == nil && outran
 	return n, err
 }
 
-// FlushError flushes, unless the last Write left at most its chunk's
-// closing CRLF in the buffer. That holds until the next Write: the
-// ReverseProxy's first flush, from a timer meant for the headers, can come
-// after a few writes.
+// FlushError flushes, unless the last Write sent everything already. That
+// holds until the next Write: the ReverseProxy's first flush, from a timer
+// meant for the headers, can come after a few writes.
 func (f *lazyFlusher) FlushError() error {
 	if f.sent {
 		return nil

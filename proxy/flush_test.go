@@ -19,7 +19,7 @@ import (
 )
 
 // flushSteps are the writes of the test stream: bursts past the
-// connection's 4 KiB buffer, whose closing CRLF stays behind, and a small
+// connection's 4 KiB buffer, which go out in one write each, and a small
 // write, which the server buffers whole and which is flushed as usual.
 var flushSteps = []int{9000, 100, 9000, 9000, 20000}
 
@@ -113,14 +113,14 @@ func flushServerWith(t testing.TB, steps []int, headersFirst bool) (url string, 
 	return "http://" + ln.Addr().String() + "/", stepped, accepted
 }
 
-// TestTailConnKeepsNoBuffer: a connection that remembers where its last
-// write ended does not keep the written buffer alive (a large response's,
-// on a connection then idle).
-func TestTailConnKeepsNoBuffer(t *testing.T) {
+// TestGatherConnKeepsNoBuffer: between writes a connection holds no
+// buffer, neither the one a write came from (a large response's, on a
+// connection then idle) nor the one it gathered into.
+func TestGatherConnKeepsNoBuffer(t *testing.T) {
 	a, b := net.Pipe()
 	defer a.Close()
 	go io.Copy(io.Discard, b)
-	c := &tailConn{Conn: a}
+	c := &gatherConn{Conn: a}
 	collected := make(chan struct{})
 	func() {
 		buf := make([]byte, 1<<20)
@@ -128,7 +128,17 @@ func TestTailConnKeepsNoBuffer(t *testing.T) {
 		if _, err := c.Write(buf); err != nil {
 			t.Fatal(err)
 		}
+		c.gather()
+		if _, err := c.Write(buf); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.release(); err != nil {
+			t.Fatal(err)
+		}
 	}()
+	if c.buf != nil {
+		t.Fatal("the connection kept its gathered buffer after release")
+	}
 	runtime.GC()
 	select {
 	case <-collected:
@@ -139,7 +149,6 @@ func TestTailConnKeepsNoBuffer(t *testing.T) {
 }
 
 // TestLazyFlushHTTP10: to an HTTP/1.0 client the stream goes unchunked,
-// and a write whose last byte went out straight leaves nothing behind:
 // each step arrives whole, and the bytes are the writes'.
 func TestLazyFlushHTTP10(t *testing.T) {
 	url, next, _ := flushServer(t, flushSteps)
@@ -187,9 +196,9 @@ func chunk(n int, b byte) string {
 }
 
 // TestLazyFlushWrites reads the stream off the socket: each burst arrives
-// whole, its closing CRLF comes with the next chunk, and the connection
-// sees exactly the writes it should: two per burst, where a flush of every
-// write takes three; a small write is flushed as usual.
+// whole with its closing CRLF, and the connection sees exactly the writes
+// it should: one per burst, where the server alone makes two and a flush;
+// a small write, which the server buffers whole, goes out on the flush.
 func TestLazyFlushWrites(t *testing.T) {
 	url, next, conns := flushServer(t, flushSteps)
 	br := rawGet(t, url, "HTTP/1.1", 30*time.Second)
@@ -206,11 +215,11 @@ func TestLazyFlushWrites(t *testing.T) {
 		got    string
 		writes []int
 	}{
-		{chunk(9000, 'a'), []int{4096, 4910}},
-		{"\r\n" + chunk(100, 'b') + "\r\n", []int{108}},
-		{chunk(9000, 'c'), []int{4096, 4910}},
-		{"\r\n" + chunk(9000, 'd'), []int{4096, 4912}},
-		{"\r\n" + chunk(20000, 'e'), []int{4096, 15912}},
+		{chunk(9000, 'a') + "\r\n", []int{9008}},
+		{chunk(100, 'b') + "\r\n", []int{106}},
+		{chunk(9000, 'c') + "\r\n", []int{9008}},
+		{chunk(9000, 'd') + "\r\n", []int{9008}},
+		{chunk(20000, 'e') + "\r\n", []int{20008}},
 	}
 	for i, w := range want {
 		next <- struct{}{}
@@ -230,17 +239,16 @@ func TestLazyFlushWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(rest) != "\r\n0\r\n\r\n" {
-		t.Fatalf("the end of the stream: %q, want the last CRLF and the last chunk", rest)
+	if string(rest) != "0\r\n\r\n" {
+		t.Fatalf("the end of the stream: %q, want the last chunk", rest)
 	}
-	if sizes := writeSizes(rc.take()); !slices.Equal(sizes, []int{7}) {
-		t.Errorf("the end took writes of %v bytes, want one of 7", sizes)
+	if sizes := writeSizes(rc.take()); !slices.Equal(sizes, []int{5}) {
+		t.Errorf("the end took writes of %v bytes, want one of 5", sizes)
 	}
 }
 
 // TestLazyFlushFirstBurst: a burst that goes out with the response's
-// headers (no flush before it) skips its CRLF flush too: the headers went
-// out before the burst's last byte did.
+// headers (no flush before it) goes in one write with them.
 func TestLazyFlushFirstBurst(t *testing.T) {
 	url, next, conns := flushServerWith(t, []int{9000, 9000}, false)
 	br := rawGet(t, url, "HTTP/1.1", 30*time.Second)
@@ -255,19 +263,37 @@ func TestLazyFlushFirstBurst(t *testing.T) {
 		t.Fatal(err)
 	}
 	ws := rc.take()
-	if len(ws) != 2 || len(ws[0]) != 4096 || !bytes.HasPrefix(ws[0], []byte("HTTP/1.1 200")) || !bytes.HasSuffix(ws[1], got[len(got)-16:]) {
-		t.Fatalf("the headers and the first burst took writes of %v bytes, want the headers with 4 KiB of the burst, then the rest of it", writeSizes(ws))
+	if len(ws) != 1 || !bytes.HasPrefix(ws[0], []byte("HTTP/1.1 200")) || !bytes.HasSuffix(ws[0], append(got[len(got)-16:], "\r\n"...)) {
+		t.Fatalf("the headers and the first burst took writes of %v bytes, want one", writeSizes(ws))
 	}
 	next <- struct{}{}
 	if _, err := io.ReadFull(resp.Body, got); err != nil {
 		t.Fatal(err)
 	}
-	if sizes := writeSizes(rc.take()); !slices.Equal(sizes, []int{4096, 4912}) {
-		t.Errorf("the second burst took writes of %v bytes, want [4096 4912]", sizes)
+	if sizes := writeSizes(rc.take()); !slices.Equal(sizes, []int{9008}) {
+		t.Errorf("the second burst took writes of %v bytes, want [9008]", sizes)
 	}
 	next <- struct{}{}
 	if rest, err := io.ReadAll(resp.Body); err != nil || len(rest) > 0 {
 		t.Fatalf("after the last burst: %d bytes, %v", len(rest), err)
+	}
+}
+
+// TestGatherConnWriteError: a gathered burst that the connection refuses
+// fails the proxy's write, which stops the response.
+func TestGatherConnWriteError(t *testing.T) {
+	a, b := net.Pipe()
+	b.Close()
+	c := &gatherConn{Conn: a}
+	c.gather()
+	if n, err := c.Write(make([]byte, 100)); n != 100 || err != nil {
+		t.Fatalf("a gathered write: %d, %v; want 100, nil", n, err)
+	}
+	if err := c.release(); err == nil {
+		t.Fatal("release to a closed connection reported no error")
+	}
+	if _, err := c.Write([]byte("x")); err == nil {
+		t.Fatal("a write after release was gathered, not written")
 	}
 }
 
@@ -307,7 +333,7 @@ require("http").get(process.argv[1], res => {
 }
 
 // TestLazyFlushClients: Go's client, Python's http.client and Node's
-// (llhttp) get every burst without its CRLF.
+// (llhttp) get every burst as it is written.
 func TestLazyFlushClients(t *testing.T) {
 	t.Run("go", func(t *testing.T) {
 		url, next, _ := flushServer(t, flushSteps)

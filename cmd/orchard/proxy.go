@@ -111,7 +111,7 @@ func runProxy(ctx context.Context, cfg *proxyConfig, lg *slog.Logger, ready chan
 	// beside the proxy, which imports neither.
 	samples := serve.New(serve.Options{Source: store, AdminToken: cfg.AdminToken, Next: api.Beside(h)})
 	srv := cfg.serverLimits.newServer(samples)
-	// Streams skip flushes that would send only a chunk's closing CRLF.
+	// A burst of events goes to the client in one write syscall.
 	ln = proxy.Listener(srv, ln)
 	lg.Info("proxy listening", "addr", ln.Addr().String(), "upstream", def.String(), "store", storeName(cfg))
 	if ready != nil {

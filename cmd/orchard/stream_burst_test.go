@@ -26,9 +26,9 @@ func burstEvents(first, n int) []byte {
 // TestStreamBurstsArriveWhole runs `orchard proxy` in front of an upstream
 // that sends its events in bursts past the server's 4 KiB connection
 // buffer, waiting between bursts until the client has read the last one
-// whole: the proxy skips the flush of a burst's closing CRLF, and this
-// shows that it holds back no byte of the events for it, and that the
-// stream arrives byte for byte.
+// whole: the proxy gathers what the server writes of a burst into one
+// write, and this shows that it holds back no byte of the events for it,
+// and that the stream arrives byte for byte.
 func TestStreamBurstsArriveWhole(t *testing.T) {
 	bursts := [][]byte{burstEvents(0, 40), burstEvents(40, 1), burstEvents(41, 60), burstEvents(101, 30), []byte("data: [DONE]\n\n")}
 	next := make(chan struct{})
