@@ -1,7 +1,9 @@
 package embedded
 
 import (
+	"context"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -81,4 +83,44 @@ func BenchmarkWriteBatch(b *testing.B) {
 		n++
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n*batch), "ns/call")
+}
+
+// BenchmarkIndexMemory measures the heap the store keeps per stored call:
+// the in-memory index (call ids, frame locations, times) and the dedup
+// encoders, which are bounded (Options.MaxEncoders and MaxEncoderBytes),
+// after 200,000 small calls in 20,000 episodes of ten. heap-B/call is the
+// live heap after a collection, over the calls; the index's share grows
+// with every call the store holds, the encoders' does not.
+func BenchmarkIndexMemory(b *testing.B) {
+	const episodes, perEpisode = 20000, 10
+	start := time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
+	req := []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+	resp := []byte(`{"choices":[{"index":0,"message":{"role":"assistant","content":"ok"}}]}`)
+	for b.Loop() {
+		s, err := Open(b.TempDir(), Options{NoSync: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		for e := range episodes {
+			batch := make([]*recorder.Call, 0, perEpisode)
+			for k := range perEpisode {
+				batch = append(batch, &recorder.Call{Schema: recorder.CallSchema, EpisodeID: fmt.Sprintf("ep-%06d", e),
+					CallID: fmt.Sprintf("call_%016x%016x", e, k), API: recorder.APIChatCompletions, Method: "POST",
+					Path: "/v1/chat/completions", StartedAt: start.Add(time.Duration(e*perEpisode+k) * time.Millisecond),
+					Status: 200, Request: req, Response: resp})
+			}
+			if err := s.WriteCalls(context.Background(), batch); err != nil {
+				b.Fatal(err)
+			}
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		dedup := s.DedupStats()
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/(episodes*perEpisode), "heap-B/call")
+		b.ReportMetric(float64(dedup.Bytes)/(episodes*perEpisode), "dedup-B/call")
+		s.Close()
+	}
 }
