@@ -226,7 +226,7 @@ func (s *Store) sizeEncodersLocked(eps map[string]int) {
 
 // readCall reads and unpacks the call frame at l.
 func (s *Store) readCall(l loc) ([]byte, []recorder.Block, error) {
-	f := s.files[l.seg]
+	f := s.files[int(l.seg)]
 	if f == nil {
 		return nil, nil, fmt.Errorf("segment %d: %w", l.seg, os.ErrNotExist)
 	}

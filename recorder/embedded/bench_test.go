@@ -86,7 +86,7 @@ func BenchmarkWriteBatch(b *testing.B) {
 }
 
 // BenchmarkIndexMemory measures the heap the store keeps per stored call:
-// the in-memory index (call ids, frame locations, times) and the dedup
+// the in-memory index (call ids and frame locations) and the dedup
 // encoders, which are bounded (Options.MaxEncoders and MaxEncoderBytes),
 // after 200,000 small calls in 20,000 episodes of ten. heap-B/call is the
 // live heap after a collection, over the calls; the index's share grows

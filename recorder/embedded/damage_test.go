@@ -30,11 +30,11 @@ func writeSingles(t testing.TB, dir string, n int, opts Options) []frameSpan {
 		writeT(t, s, c)
 		at := s.idx.eps[c.EpisodeID].calls[0].at
 		var hdr [frameHeader]byte
-		if _, err := s.files[at.seg].ReadAt(hdr[:], at.off); err != nil {
+		if _, err := s.files[int(at.seg)].ReadAt(hdr[:], at.off); err != nil {
 			t.Fatal(err)
 		}
 		end := at.off + frameHeader + int64(binary.LittleEndian.Uint32(hdr[:4]))
-		spans[i] = frameSpan{seg: at.seg, off: at.off, end: end, call: c}
+		spans[i] = frameSpan{seg: int(at.seg), off: at.off, end: end, call: c}
 	}
 	s.Close()
 	return spans

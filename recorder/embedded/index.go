@@ -18,26 +18,27 @@ const (
 )
 
 // loc is where a frame lives; body is the offset inside the payload where
-// the part to decode starts.
+// the part to decode starts. The index holds one per stored call, so it is
+// kept small: 16 bytes.
 type loc struct {
-	seg  int
 	off  int64
-	body int
+	seg  int32
+	body int32
 }
 
-// callEntry is the index entry of a stored call.
+// callEntry is the index entry of a stored call: 32 bytes and the id's.
+// Its start time is in the frame; the episode keeps the first and last.
 type callEntry struct {
-	id      string
-	started time.Time
-	at      loc
+	id string
+	at loc
 }
 
 // episodeState is everything the index knows about one episode.
 type episodeState struct {
 	id          string
-	meta        *recorder.Episode // last PutEpisode; nil when the episode only has calls
-	calls       []callEntry       // storage order
-	callIDs     map[string]struct{}
+	meta        *recorder.Episode   // last PutEpisode; nil when the episode only has calls
+	calls       []callEntry         // storage order
+	callIDs     map[string]struct{} // the calls' ids, once there are idMapMin of them (see hasCall)
 	events      []loc
 	first, last time.Time // min and max StartedAt of its calls
 }
@@ -53,7 +54,7 @@ func newIndex() *index { return &index{eps: map[string]*episodeState{}} }
 func (x *index) episode(id string) *episodeState {
 	st := x.eps[id]
 	if st == nil {
-		st = &episodeState{id: id, callIDs: map[string]struct{}{}}
+		st = &episodeState{id: id}
 		x.eps[id] = st
 	}
 	return st
@@ -116,7 +117,7 @@ func (x *index) apply(seg int, off int64, p []byte) error {
 		if err != nil {
 			return err
 		}
-		x.addCall(h, loc{seg: seg, off: off, body: body})
+		x.addCall(h, loc{seg: int32(seg), off: off, body: int32(body)})
 	case typeEpisode:
 		var ep recorder.Episode
 		if err := json.Unmarshal(p[1:], &ep); err != nil {
@@ -131,7 +132,7 @@ func (x *index) apply(seg int, off int64, p []byte) error {
 			return fmt.Errorf("event frame: %w: %w", recorder.ErrCorrupt, err)
 		}
 		st := x.episode(ev.EpisodeID)
-		st.events = append(st.events, loc{seg: seg, off: off, body: 1})
+		st.events = append(st.events, loc{seg: int32(seg), off: off, body: 1})
 	case typeDelete:
 		delete(x.eps, string(p[1:]))
 	}
@@ -140,16 +141,52 @@ func (x *index) apply(seg int, off int64, p []byte) error {
 
 func (x *index) addCall(h callHeader, at loc) {
 	st := x.episode(h.episode)
-	if _, dup := st.callIDs[h.callID]; dup {
+	if st.hasCall(h.callID) {
 		return
 	}
-	st.callIDs[h.callID] = struct{}{}
-	st.calls = append(st.calls, callEntry{id: h.callID, started: h.started, at: at})
+	st.calls = append(st.calls, callEntry{id: h.callID, at: at})
+	st.noteCallID(h.callID)
 	if len(st.calls) == 1 || h.started.Before(st.first) {
 		st.first = h.started
 	}
 	if h.started.After(st.last) {
 		st.last = h.started
+	}
+}
+
+// idMapMin is how many calls an episode has before its call ids get a
+// map: below it, hasCall scans the calls. A map of a few ids costs more
+// memory than the ids (about 32 bytes a call for an episode of ten), and
+// most episodes are short.
+const idMapMin = 32
+
+// hasCall reports whether the episode holds a call with this id.
+func (st *episodeState) hasCall(id string) bool {
+	if st.callIDs != nil {
+		_, ok := st.callIDs[id]
+		return ok
+	}
+	for _, c := range st.calls {
+		if c.id == id {
+			return true
+		}
+	}
+	return false
+}
+
+// noteCallID records the id of the call just appended to st.calls for
+// hasCall, building the map when the episode reaches idMapMin calls.
+func (st *episodeState) noteCallID(id string) {
+	if st.callIDs != nil {
+		st.callIDs[id] = struct{}{}
+		return
+	}
+	if len(st.calls) < idMapMin {
+		return
+	}
+	st.callIDs = make(map[string]struct{}, 2*len(st.calls))
+	for _, c := range st.calls {
+		st.callIDs[c.id] = struct{}{}
 	}
 }
 

@@ -180,7 +180,7 @@ func (s *Store) CallsChecked(ctx context.Context, episodeID string) ([]*recorder
 		if err := ctx.Err(); err != nil {
 			return nil, nil, err
 		}
-		c, err := decodeAt(snap.files[l.seg], l, blocks, dec, src)
+		c, err := decodeAt(snap.files[int(l.seg)], l, blocks, dec, src)
 		if err != nil {
 			bad = append(bad, recorder.Quarantined{EpisodeID: episodeID, CallID: snap.ids[i], Position: i + 1, Reason: err.Error()})
 			continue
@@ -216,7 +216,7 @@ func (s *Store) Events(ctx context.Context, episodeID string) ([]*recorder.Event
 	}
 	evs := make([]*recorder.Event, 0, len(snap.locs))
 	for _, l := range snap.locs {
-		p, err := readFrame(snap.files[l.seg], l.off)
+		p, err := readFrame(snap.files[int(l.seg)], l.off)
 		if err != nil {
 			return nil, fmt.Errorf("episode %s events: %w", episodeID, err)
 		}

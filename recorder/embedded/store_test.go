@@ -83,6 +83,37 @@ func TestIdempotent(t *testing.T) {
 	}
 }
 
+// TestIdempotentLongEpisode: an episode past idMapMin calls, whose ids
+// move from a scan to a map, still stores each call once: replays before
+// and after the move, within a batch and after a reopen store nothing.
+func TestIdempotentLongEpisode(t *testing.T) {
+	dir := t.TempDir()
+	s := openT(t, dir, Options{})
+	n := idMapMin + 8
+	calls := chatEpisode("ep", n, 50)
+	for i, c := range calls {
+		writeT(t, s, c)
+		if i == idMapMin-2 || i == idMapMin || i == n-1 {
+			size := segBytes(t, dir)
+			writeT(t, s, calls[0], calls[i], calls[i/2], calls[i]) // replays, one twice in the batch
+			if got := segBytes(t, dir); got != size {
+				t.Fatalf("after %d calls a replay grew the log from %d to %d bytes", i+1, size, got)
+			}
+		}
+	}
+	s.Close()
+	s = openT(t, dir, Options{})
+	size := segBytes(t, dir)
+	writeT(t, s, calls...)
+	if got := segBytes(t, dir); got != size {
+		t.Fatalf("after a reopen a replay grew the log from %d to %d bytes", size, got)
+	}
+	assertCalls(t, callsT(t, s, "ep"), calls)
+	if sum, err := s.Episode(context.Background(), "ep"); err != nil || sum.Calls != n {
+		t.Fatalf("Episode = %+v, %v; want %d calls", sum, err, n)
+	}
+}
+
 func TestTornTail(t *testing.T) {
 	dir := t.TempDir()
 	s := openT(t, dir, Options{})

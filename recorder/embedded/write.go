@@ -48,7 +48,7 @@ func (s *Store) writeCallsLocked(calls []*recorder.Call) (int64, error) {
 		if ep == "" {
 			ep = recorder.Unattributed
 		}
-		if st := s.idx.eps[ep]; inBatch[c.CallID] || (st != nil && has(st.callIDs, c.CallID)) {
+		if st := s.idx.eps[ep]; inBatch[c.CallID] || (st != nil && st.hasCall(c.CallID)) {
 			continue
 		}
 		inBatch[c.CallID] = true
@@ -189,11 +189,6 @@ func releasePayloads(packs []packJob) {
 		}
 		j.payload, j.buf = nil, nil
 	}
-}
-
-func has(m map[string]struct{}, k string) bool {
-	_, ok := m[k]
-	return ok
 }
 
 func (s *Store) dropEncoders(eps map[string]int) {
