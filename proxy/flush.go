@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"net/http"
-	"sync"
 )
 
 // A stream reaches the client through the server's 4 KiB connection
@@ -13,8 +12,7 @@ import (
 // syscalls: the chunk header with the first 4 KiB, the rest straight from
 // the write, and, on the flush, the two bytes (CRLF) that close the chunk.
 // Each write runs the kernel's TCP send path (on loopback the receiver's
-// too) and wakes the reader, and with TCP_NODELAY, Go's default, the first
-// 4 KiB leave as a segment of their own.
+// too) and wakes the reader.
 //
 // So while a write of the proxy's is under way, the connection gathers
 // what the server writes to it, and if the server wrote anything (the
@@ -61,7 +59,7 @@ func (l gatherListener) Accept() (net.Conn, error) {
 type gatherConn struct {
 	net.Conn
 	gathering bool
-	buf       *[]byte // what was gathered, from gatherBufs
+	buf       *[]byte // what was gathered, from outBufs
 }
 
 func (c *gatherConn) Write(p []byte) (int, error) {
@@ -69,18 +67,11 @@ func (c *gatherConn) Write(p []byte) (int, error) {
 		return c.Conn.Write(p)
 	}
 	if c.buf == nil {
-		c.buf = gatherBufs.Get().(*[]byte)
+		c.buf = outBufs.Get().(*[]byte)
 	}
 	*c.buf = append(*c.buf, p...)
 	return len(p), nil
 }
-
-// gatherBufs recycles gathered bursts: a connection holds one only while
-// a write is under way, so they are as many as the bursts in flight.
-var gatherBufs = sync.Pool{New: func() any { b := make([]byte, 0, 32<<10); return &b }}
-
-// maxGathered is the largest gathered buffer gatherBufs keeps.
-const maxGathered = 1 << 20
 
 // gather makes writes collect until release.
 func (c *gatherConn) gather() { c.gathering = true }
@@ -97,9 +88,9 @@ func (c *gatherConn) release() error {
 	}
 	c.buf = nil
 	_, err := c.Conn.Write(*b)
-	if cap(*b) <= maxGathered {
+	if cap(*b) <= maxPooledOut { // a connection holds one only while a write is under way
 		*b = (*b)[:0]
-		gatherBufs.Put(b)
+		outBufs.Put(b)
 	}
 	return err
 }

@@ -87,15 +87,17 @@ type stripper struct {
 // small-buffered caller across streams.
 var strippers = sync.Pool{New: func() any { return &stripper{f: sse.NewFramer(0)} }}
 
-// outBufs holds the output buffers of strippers that are waiting for the
-// upstream. A stripper's output grows to what one read yields (up to the
-// caller's 32 KiB and more), and a stream spends most of its life waiting
-// for the next read with that buffer drained: handing it over while it
-// waits makes the buffers in use as many as the streams being stripped at
-// that moment, not as many as there are streams.
+// outBufs holds buffers of a read's worth of a response on its way to the
+// client: the output buffers of strippers that are waiting for the
+// upstream, and the bursts connections gather (see gatherConn). A
+// stripper's output grows to what one read yields (up to the caller's 32
+// KiB and more), and a stream spends most of its life waiting for the next
+// read with that buffer drained: handing it over while it waits makes the
+// buffers in use as many as the streams being stripped at that moment, not
+// as many as there are streams.
 var outBufs = sync.Pool{New: func() any { return new([]byte) }}
 
-// maxPooledOut is the largest output buffer outBufs keeps.
+// maxPooledOut is the largest buffer outBufs keeps.
 const maxPooledOut = 256 << 10
 
 // takeOut gives s an empty output buffer: one a waiting stripper handed

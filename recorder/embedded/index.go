@@ -156,8 +156,8 @@ func (x *index) addCall(h callHeader, at loc) {
 
 // idMapMin is how many calls an episode has before its call ids get a
 // map: below it, hasCall scans the calls. A map of a few ids costs more
-// memory than the ids (about 32 bytes a call for an episode of ten), and
-// most episodes are short.
+// memory than the ids (about 50 bytes a call in episodes of ten,
+// BenchmarkIndexMemory), and most episodes are short.
 const idMapMin = 32
 
 // hasCall reports whether the episode holds a call with this id.
