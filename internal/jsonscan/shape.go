@@ -123,6 +123,17 @@ func (s *Shape) slotValue(b []byte, i int, kind byte) (int, bool) {
 	return validValue(b, i, 0) // a string, a number or a literal: no nesting
 }
 
+// Slot returns the index of the slot whose extent in the shape's source
+// is sp, or -1 when no slot has that extent.
+func (s *Shape) Slot(sp Span) int {
+	for k, sl := range s.slots {
+		if sl == sp {
+			return k
+		}
+	}
+	return -1
+}
+
 // A Mover tells where bytes of the shape's source lie in the value Match
 // matched, given the slot extents it appended (ends) and the value's
 // start: an offset x moves by the change in length of the slots that end

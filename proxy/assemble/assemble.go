@@ -181,11 +181,16 @@ func appendPlainInts(dst []int32, b []byte) ([]int32, int, bool) {
 	}
 	dst = growFirst(dst, idRoom)
 	for i < len(b) {
-		j, n := i, int64(0)
-		for ; j < len(b) && b[j]-'0' <= 9 && n <= math.MaxInt32; j++ {
-			n = n*10 + int64(b[j]-'0')
+		j, n := i, uint64(0)
+		for j < len(b) {
+			d := b[j] - '0'
+			if d > 9 {
+				break
+			}
+			n = n*10 + uint64(d) // wraps past 19 digits; more than 10 are refused below
+			j++
 		}
-		if j == i || n > math.MaxInt32 || (b[i] == '0' && j-i > 1) {
+		if j == i || j-i > 10 || n > math.MaxInt32 || (b[i] == '0' && j-i > 1) {
 			return dst, 0, false
 		}
 		dst = append(dst, int32(n))

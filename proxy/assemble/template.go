@@ -64,7 +64,20 @@ type holeShape struct {
 	// plan: per element, the list of sampled-token logprobs it is in
 	// (see valuesPlan); empty when the shape has none.
 	plan []listKind
+	// slots: per element of plan, the shape's slot that holds the value
+	// addPlanned reads there (a content entry's "logprob" member, a
+	// token_logprobs number), noMember for a content entry without one, or
+	// unread for an element of neither list. direct: every element has
+	// one, so that a match can hand addPlanned those slots' extents
+	// instead of moving each element's (see matchShape).
+	slots  []int32
+	direct bool
 }
+
+const (
+	noMember int32 = -1
+	unread   int32 = -2
+)
 
 // holeElems are the elements of a hole value's array members (a logprobs
 // object's entries, with their "logprob" members) and the value's offset in
@@ -173,8 +186,40 @@ func (t *template) shapeOf(v []byte) bool {
 	if sh.plan, ok = valuesPlan(v, sh.plan[:0]); !ok || len(sh.plan) != len(sh.elems) {
 		sh.plan = sh.plan[:0]
 	}
+	sh.slots, sh.direct = planSlots(sh, sh.slots[:0])
 	t.nShapes++
 	return true
+}
+
+// planSlots appends, for each element of sh's plan, the slot addPlanned
+// reads there (see holeShape.slots), and reports whether every element
+// has one.
+func planSlots(sh *holeShape, slots []int32) ([]int32, bool) {
+	if len(sh.plan) == 0 {
+		return slots, false
+	}
+	for k, e := range sh.elems {
+		slot := unread
+		switch sh.plan[k] {
+		case contentList:
+			switch e.Member {
+			case jsonscan.Unknown:
+				return slots, false
+			case jsonscan.Span{}:
+				slot = noMember
+			default:
+				if slot = int32(sh.s.Slot(e.Member)); slot < 0 {
+					return slots, false
+				}
+			}
+		case tokenLogprobsList:
+			if slot = int32(sh.s.Slot(e.Span)); slot < 0 {
+				return slots, false
+			}
+		}
+		slots = append(slots, slot)
+	}
+	return slots, true
 }
 
 // listKind says which list of sampled-token logprobs an element of a
@@ -231,12 +276,18 @@ func valuesPlan(v []byte, plan []listKind) ([]listKind, bool) {
 // matchShape is ValidValueElems for a logprobs hole's value at data[at]
 // through the hole's shape: it appends the value's elements to t.own and
 // reports where the value ends, or false (appending nothing) when the value
-// does not match the shape, which leaves it to ValidValueElems.
-func (t *template) matchShape(sh *holeShape, data []byte, at int) (int, bool) {
+// does not match the shape, which leaves it to ValidValueElems. planned
+// says the hole's choice keeps only the logprob values (addPlanned): the
+// elements then carry only the extents of those values (see slotElems).
+func (t *template) matchShape(sh *holeShape, data []byte, at int, planned bool) (int, bool) {
 	end, ok, ends := sh.s.Match(data, at, t.ends[:0])
 	t.ends = ends
 	if !ok {
 		return at, false
+	}
+	if planned && sh.direct {
+		t.slotElems(sh, ends)
+		return end, true
 	}
 	mv := sh.s.Mover(at, ends) // the elements and their members come in order
 	for _, e := range sh.elems {
@@ -247,6 +298,21 @@ func (t *template) matchShape(sh *holeShape, data []byte, at int) (int, bool) {
 		t.own = append(t.own, jsonscan.Elem{Span: jsonscan.Span{Start: start, End: mv.At(e.End)}, Member: m})
 	}
 	return end, true
+}
+
+// slotElems appends to t.own, for each element of sh's plan, what
+// addPlanned reads of it: the extent of the value in its slot, as both the
+// element's extent and its member's (the zero Span for a content entry
+// without a "logprob" member). The elements' own extents are not found:
+// only addPlanned may read them.
+func (t *template) slotElems(sh *holeShape, ends []jsonscan.Span) {
+	for _, k := range sh.slots {
+		var e jsonscan.Elem
+		if k >= 0 {
+			e = jsonscan.Elem{Span: ends[k], Member: ends[k]}
+		}
+		t.own = append(t.own, e)
+	}
 }
 
 // markStrip marks the holes of the template at the given value extents as
@@ -364,7 +430,7 @@ func (t *template) match(data []byte) bool {
 		var plan []listKind
 		if h.shape > 0 {
 			sh := &t.shapes[h.shape-1]
-			if end, ok = t.matchShape(sh, data, at); ok && len(sh.plan) > 0 {
+			if end, ok = t.matchShape(sh, data, at, h.ch.lp.valuesOnly); ok && len(sh.plan) > 0 {
 				plan = sh.plan
 			}
 		}
@@ -377,21 +443,11 @@ func (t *template) match(data []byte) bool {
 		}
 		v, e := &t.vals[k], &t.elems[k]
 		v.raw, v.Type = data[at:end], jsonscan.TypeOf(data[at])
-		e.spans, e.base, e.plan = t.own[lo:len(t.own):len(t.own)], at, plan // spans re-sliced below: t.own may move
+		// Capped, so that later appends cannot write into the hole's
+		// elements; one that moves t.own leaves them in the old array,
+		// which nothing writes to again during this match.
+		e.spans, e.base, e.plan = t.own[lo:len(t.own):len(t.own)], at, plan
 		at, from = end, h.end
 	}
-	t.ownElems()
 	return string(data[at:]) == string(t.data[from:])
-}
-
-// ownElems points each hole's entry extents into t.own, which appends
-// during match may have moved: a hole's extents are the run of t.own
-// between the previous holes' and its own, as long as it recorded.
-func (t *template) ownElems() {
-	at := 0
-	for i := range t.elems {
-		n := len(t.elems[i].spans)
-		t.elems[i].spans = t.own[at : at+n : at+n]
-		at += n
-	}
 }
