@@ -18,34 +18,59 @@ func String[S []byte | string](b []byte, s S) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = escape(append(b, s[start:i]...), c)
-			i++
-			start = i
+		// Eight bytes at a time while none of them needs a look: most
+		// text a record holds is plain ASCII.
+		if i+8 <= len(s) && special8(load8(s, i)) == 0 {
+			i += 8
 			continue
 		}
-		r, size := utf8.DecodeRuneInString(string(s[i:min(i+utf8.UTFMax, len(s))]))
-		var esc string
-		switch {
-		case r == utf8.RuneError && size == 1:
-			esc = `\ufffd`
-		case r == '\u2028':
-			esc = `\u2028`
-		case r == '\u2029':
-			esc = `\u2029`
+		for end := min(i+8, len(s)); i < end; {
+			c := s[i]
+			if c < utf8.RuneSelf {
+				if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+					i++
+					continue
+				}
+				b = escape(append(b, s[start:i]...), c)
+				i++
+				start = i
+				continue
+			}
+			r, size := utf8.DecodeRuneInString(string(s[i:min(i+utf8.UTFMax, len(s))]))
+			var esc string
+			switch {
+			case r == utf8.RuneError && size == 1:
+				esc = `\ufffd`
+			case r == '\u2028':
+				esc = `\u2028`
+			case r == '\u2029':
+				esc = `\u2029`
+			}
+			if esc != "" {
+				b = append(append(b, s[start:i]...), esc...)
+				start = i + size
+			}
+			i += size
 		}
-		if esc != "" {
-			b = append(append(b, s[start:i]...), esc...)
-			start = i + size
-		}
-		i += size
 	}
 	return append(append(b, s[start:]...), '"')
+}
+
+// load8 reads s[i:i+8] as a little-endian word (the compiler makes it one
+// load).
+func load8[S []byte | string](s S, i int) uint64 {
+	_ = s[i+7]
+	return uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+		uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+}
+
+// special8 is not zero when a byte of x is one String does not copy as it
+// is: below 0x20, non-ASCII, or one of " \ < > &.
+func special8(x uint64) uint64 {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	zero := func(y uint64) uint64 { return (y - lo) &^ y }
+	return (x | (x-lo*0x20)&^x | zero(x^(lo*'"')) | zero(x^(lo*'\\')) |
+		zero(x^(lo*'<')) | zero(x^(lo*'>')) | zero(x^(lo*'&'))) & hi
 }
 
 // escape appends the escape of an ASCII byte String does not copy.
