@@ -3,7 +3,7 @@ BIN       := bin/orchard
 PKGS      := ./...
 TESTFLAGS ?=
 
-.PHONY: help build image test test-k8s bench lint fmt clean
+.PHONY: help build image test test-k8s bench bench-count lint fmt clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -36,6 +36,25 @@ test-k8s: ## build (once, cached) etcd + kube-apiserver + kwok, then run the Kub
 bench: build ## load benchmark side by side (docs/bench/*.json) + package benchmarks
 	bin/orchard-bench --bin $(BIN) --out-dir docs/bench
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 200x ./proxy/ ./recorder/... ./reconstruct/ ./cmd/orchard-bench ./envd/local/ ./envd/agent/
+
+# bench-count: the per-event work counted in instructions (valgrind's callgrind), which repeat within
+# about 0.5% from run to run where wall time spreads by tens of percent on a shared VM. A run
+# of 60 iterations less one of 30, over 30, is one iteration: an episode of the load's eight turns.
+# GOGC=off keeps the collector's write barriers, which follow its timing, out of the count.
+COUNT_BENCHES := proxy:StripAssemble/episode assemble:StreamEpisode
+
+bench-count: ## instructions per episode of the token path's strip+assemble and the plain path's assembly (needs valgrind)
+	@command -v valgrind >/dev/null || { echo "bench-count needs valgrind: apt-get install -y valgrind"; exit 1; }
+	$(GO) test -c -o bin/proxy.test ./proxy
+	$(GO) test -c -o bin/assemble.test ./proxy/assemble
+	@for b in $(COUNT_BENCHES); do pkg=$${b%%:*}; name=$${b#*:}; \
+	  for n in 30 60; do \
+	    GOGC=off GOMAXPROCS=1 GODEBUG=asyncpreemptoff=1 valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+	      bin/$$pkg.test -test.run '^$$' -test.bench "$$name\$$" -test.benchtime $${n}x 2>&1 | \
+	      sed -n 's/.*Collected : //p' > bin/.count.$$n; \
+	  done; \
+	  echo "$$name: $$(( ($$(cat bin/.count.60) - $$(cat bin/.count.30)) / 30 )) instructions per episode"; \
+	done
 
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
