@@ -68,9 +68,8 @@ func load8[S []byte | string](s S, i int) uint64 {
 // is: below 0x20, non-ASCII, or one of " \ < > &.
 func special8(x uint64) uint64 {
 	const lo, hi = 0x0101010101010101, 0x8080808080808080
-	zero := func(y uint64) uint64 { return (y - lo) &^ y }
-	return (x | (x-lo*0x20)&^x | zero(x^(lo*'"')) | zero(x^(lo*'\\')) |
-		zero(x^(lo*'<')) | zero(x^(lo*'>')) | zero(x^(lo*'&'))) & hi
+	q, bs, lt, gt, amp := x^(lo*'"'), x^(lo*'\\'), x^(lo*'<'), x^(lo*'>'), x^(lo*'&')
+	return (x | (x-lo*0x20)&^x | (q-lo)&^q | (bs-lo)&^bs | (lt-lo)&^lt | (gt-lo)&^gt | (amp-lo)&^amp) & hi
 }
 
 // escape appends the escape of an ASCII byte String does not copy.

@@ -67,11 +67,10 @@ type holeShape struct {
 	// slots: per element of plan, the shape's slot that holds the value
 	// addPlanned reads there (a content entry's "logprob" member, a
 	// token_logprobs number), noMember for a content entry without one, or
-	// unread for an element of neither list. direct: every element has
-	// one, so that a match can hand addPlanned those slots' extents
-	// instead of moving each element's (see matchShape).
-	slots  []int32
-	direct bool
+	// unread for an element of neither list; empty unless every element
+	// has one. A match hands addPlanned those slots' extents instead of
+	// moving each element's (see matchShape).
+	slots []int32
 }
 
 const (
@@ -186,17 +185,17 @@ func (t *template) shapeOf(v []byte) bool {
 	if sh.plan, ok = valuesPlan(v, sh.plan[:0]); !ok || len(sh.plan) != len(sh.elems) {
 		sh.plan = sh.plan[:0]
 	}
-	sh.slots, sh.direct = planSlots(sh, sh.slots[:0])
+	sh.slots = planSlots(sh, sh.slots[:0])
 	t.nShapes++
 	return true
 }
 
 // planSlots appends, for each element of sh's plan, the slot addPlanned
-// reads there (see holeShape.slots), and reports whether every element
-// has one.
-func planSlots(sh *holeShape, slots []int32) ([]int32, bool) {
+// reads there (see holeShape.slots), or nothing unless every element has
+// one.
+func planSlots(sh *holeShape, slots []int32) []int32 {
 	if len(sh.plan) == 0 {
-		return slots, false
+		return slots
 	}
 	for k, e := range sh.elems {
 		slot := unread
@@ -204,22 +203,22 @@ func planSlots(sh *holeShape, slots []int32) ([]int32, bool) {
 		case contentList:
 			switch e.Member {
 			case jsonscan.Unknown:
-				return slots, false
+				return slots[:0]
 			case jsonscan.Span{}:
 				slot = noMember
 			default:
 				if slot = int32(sh.s.Slot(e.Member)); slot < 0 {
-					return slots, false
+					return slots[:0]
 				}
 			}
 		case tokenLogprobsList:
 			if slot = int32(sh.s.Slot(e.Span)); slot < 0 {
-				return slots, false
+				return slots[:0]
 			}
 		}
 		slots = append(slots, slot)
 	}
-	return slots, true
+	return slots
 }
 
 // listKind says which list of sampled-token logprobs an element of a
@@ -285,7 +284,7 @@ func (t *template) matchShape(sh *holeShape, data []byte, at int, planned bool) 
 	if !ok {
 		return at, false
 	}
-	if planned && sh.direct {
+	if planned && len(sh.slots) > 0 {
 		t.slotElems(sh, ends)
 		return end, true
 	}
