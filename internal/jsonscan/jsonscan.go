@@ -7,6 +7,7 @@ package jsonscan
 
 import (
 	"bytes"
+	"encoding/binary"
 
 	"github.com/tidwall/gjson"
 )
@@ -133,4 +134,20 @@ func StringValues(b []byte, fn func(start, end int)) {
 			i++
 		}
 	}
+}
+
+// HasAt reports whether b holds seg at i. Segments of 8 to 16 bytes, the
+// fixed bytes between a chunk's varying values (`","logprob":`), are
+// compared as two overlapping words instead of by a call.
+func HasAt(b []byte, i int, seg []byte) bool {
+	n := len(seg)
+	if len(b)-i < n {
+		return false
+	}
+	if n >= 8 && n <= 16 {
+		x := b[i : i+n]
+		return binary.LittleEndian.Uint64(x) == binary.LittleEndian.Uint64(seg) &&
+			binary.LittleEndian.Uint64(x[n-8:]) == binary.LittleEndian.Uint64(seg[n-8:])
+	}
+	return string(b[i:i+n]) == string(seg)
 }

@@ -1,6 +1,7 @@
 package jsonscan
 
 import (
+	"bytes"
 	"encoding/json"
 	"slices"
 	"testing"
@@ -229,5 +230,26 @@ func TestValidValueElems(t *testing.T) {
 	checkElems(t, doc)
 	for n := range doc {
 		checkElems(t, doc[:n])
+	}
+}
+
+// TestHasAt compares HasAt with bytes.HasPrefix for segments of every
+// length up to 24 at every offset, equal and differing in each byte.
+func TestHasAt(t *testing.T) {
+	b := []byte("0123456789abcdefghijklmnopqrstuvwxyz")
+	for i := 0; i <= len(b); i++ {
+		for n := 0; n <= 24; n++ {
+			seg := make([]byte, n)
+			copy(seg, b[i:])
+			for k := -1; k < n; k++ {
+				s := slices.Clone(seg)
+				if k >= 0 {
+					s[k] ^= 0x40
+				}
+				if got, want := HasAt(b, i, s), bytes.HasPrefix(b[i:], s); got != want {
+					t.Fatalf("HasAt(%q, %d, %q) = %v, want %v", b, i, s, got, want)
+				}
+			}
+		}
 	}
 }

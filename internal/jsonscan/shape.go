@@ -93,11 +93,11 @@ func (s *Shape) Match(b []byte, i int, ends []Span) (int, bool, []Span) {
 	from := 0 // position in src
 	for k, sl := range s.slots {
 		seg := s.src[from:sl.Start]
-		if len(b)-i < len(seg) || string(b[i:i+len(seg)]) != string(seg) {
+		if !HasAt(b, i, seg) {
 			return i, false, ends
 		}
 		i += len(seg)
-		end, ok := s.slotValue(b, i, s.kinds[k])
+		end, ok := SlotValue(b, i, s.kinds[k])
 		if !ok {
 			return i, false, ends
 		}
@@ -105,23 +105,30 @@ func (s *Shape) Match(b []byte, i int, ends []Span) (int, bool, []Span) {
 		i, from = end, sl.End
 	}
 	seg := s.src[from:]
-	if len(b)-i < len(seg) || string(b[i:i+len(seg)]) != string(seg) {
+	if !HasAt(b, i, seg) {
 		return i, false, ends
 	}
 	return i + len(seg), true, ends
 }
 
-// slotValue validates the value at b[i] for a slot whose source value
-// began with kind.
-func (s *Shape) slotValue(b []byte, i int, kind byte) (int, bool) {
+// SlotValue reports whether b holds at i a value that may fill a slot
+// whose source value began with kind (see Shape), and where it ends.
+func SlotValue(b []byte, i int, kind byte) (int, bool) {
 	if i >= len(b) || !SameKind(b[i], kind) {
 		return i, false
 	}
-	if kind == '[' {
+	switch kind {
+	case '[':
 		return plainInts(b, i)
+	case '"':
+		return validString(b, i)
 	}
-	return validValue(b, i, 0) // a string, a number or a literal: no nesting
+	return validValue(b, i, 0) // a number or a literal: no nesting
 }
+
+// Slots returns the extents of s's slots in its source and, per slot, the
+// first byte of the source's value there. Neither may be changed.
+func (s *Shape) Slots() ([]Span, []byte) { return s.slots, s.kinds }
 
 // Slot returns the index of the slot whose extent in the shape's source
 // is sp, or -1 when no slot has that extent.

@@ -52,6 +52,11 @@ type template struct {
 	shapes  []holeShape
 	nShapes int
 	ends    []jsonscan.Span // scratch: the slot extents a shape matched
+	// prog: the holes and their shapes' slots in one list (see
+	// matchProgram); noProg: the template has no shapes, or the program
+	// declined a chunk, so match walks the holes until the next template.
+	prog   []step
+	noProg bool
 }
 
 // holeShape is a logprobs hole's skeleton: a chunk's new logprobs object
@@ -146,7 +151,7 @@ func (t *template) recycle() *template {
 	clear(t.elems[:cap(t.elems)])
 	// The shapes alias data, which goes with them; keep rebuilds them.
 	*t = template{data: t.data[:0], holes: t.holes[:0], vals: t.vals[:0], elems: t.elems[:0],
-		own: t.own[:0], shapes: t.shapes, ends: t.ends[:0]}
+		own: t.own[:0], shapes: t.shapes, ends: t.ends[:0], prog: t.prog[:0]}
 	templates.Put(t)
 	return empty
 }
@@ -166,6 +171,7 @@ func (t *template) keep(data []byte) {
 			h.shape = t.nShapes
 		}
 	}
+	t.program()
 }
 
 // shapeOf adds the shape of a logprobs hole's value v, which the shapes
@@ -284,9 +290,18 @@ func (t *template) matchShape(sh *holeShape, data []byte, at int, planned bool) 
 	if !ok {
 		return at, false
 	}
+	t.shapeElems(sh, at, ends, planned)
+	return end, true
+}
+
+// shapeElems appends to t.own the elements of a value at data[at] that
+// matched sh with the slot extents ends: the extents of sh's elements moved
+// by the slots' change in length, or, when planned, only what addPlanned
+// reads (see slotElems).
+func (t *template) shapeElems(sh *holeShape, at int, ends []jsonscan.Span, planned bool) {
 	if planned && len(sh.slots) > 0 {
 		t.slotElems(sh, ends)
-		return end, true
+		return
 	}
 	mv := sh.s.Mover(at, ends) // the elements and their members come in order
 	for _, e := range sh.elems {
@@ -296,7 +311,6 @@ func (t *template) matchShape(sh *holeShape, data []byte, at int, planned bool) 
 		}
 		t.own = append(t.own, jsonscan.Elem{Span: jsonscan.Span{Start: start, End: mv.At(e.End)}, Member: m})
 	}
-	return end, true
 }
 
 // slotElems appends to t.own, for each element of sh's plan, what
@@ -406,18 +420,26 @@ func (t *template) replay(data []byte) bool {
 // match reports whether data equals the template outside its holes, with a
 // strictly valid value of the same kind in each, and collects those values
 // and the extents of their array members' elements (a logprobs object's
-// entries), found in the same scan.
+// entries), found in the same scan. It runs the template's program (see
+// matchProgram), if it has one, until the program declines a chunk; from
+// then on until the next template it walks the holes, matching each
+// logprobs value against its shape or, where that fails (a completions
+// choice's top_logprobs, whose keys change every token), validating it
+// whole. A chunk declined either way is parsed in full and becomes the
+// next template.
 func (t *template) match(data []byte) bool {
-	n := len(t.holes)
-	if cap(t.vals) < n || cap(t.elems) < n {
-		t.vals, t.elems = make([]val, n), make([]holeElems, n)
+	if !t.noProg {
+		if t.matchProgram(data) {
+			return true
+		}
+		t.noProg = true
 	}
-	t.vals, t.elems, t.own = t.vals[:n], t.elems[:n], t.own[:0]
+	t.own = t.own[:0]
 	at, from := 0, 0 // positions in data and in t.data
 	for k := range t.holes {
 		h := &t.holes[k]
 		seg := t.data[from:h.start]
-		if len(data)-at < len(seg) || string(data[at:at+len(seg)]) != string(seg) {
+		if !jsonscan.HasAt(data, at, seg) {
 			return false
 		}
 		at += len(seg)
@@ -440,13 +462,136 @@ func (t *template) match(data []byte) bool {
 				return false
 			}
 		}
-		v, e := &t.vals[k], &t.elems[k]
-		v.raw, v.Type = data[at:end], jsonscan.TypeOf(data[at])
-		// Capped, so that later appends cannot write into the hole's
-		// elements; one that moves t.own leaves them in the old array,
-		// which nothing writes to again during this match.
-		e.spans, e.base, e.plan = t.own[lo:len(t.own):len(t.own)], at, plan
+		t.found(k, data, at, end, lo, plan)
 		at, from = end, h.end
+	}
+	return string(data[at:]) == string(t.data[from:])
+}
+
+// found notes data[start:end] as hole k's value, with the elements match
+// appended to t.own from lo on.
+func (t *template) found(k int, data []byte, start, end, lo int, plan []listKind) {
+	v, e := &t.vals[k], &t.elems[k]
+	v.raw, v.Type = data[start:end], jsonscan.TypeOf(data[start])
+	// Capped, so that later appends cannot write into the hole's
+	// elements; one that moves t.own leaves them in the old array,
+	// which nothing writes to again during this match.
+	e.spans, e.base, e.plan = t.own[lo:len(t.own):len(t.own)], start, plan
+}
+
+// A step of a template's program is a value between fixed bytes: a hole's
+// whole value, or one slot of the shape of a logprobs hole. The program
+// lists them in the order of the chunk, so that matching compares the
+// fixed bytes before each step and validates its value, in one loop over
+// the chunk: a logprobs hole's fixed bytes are compared with the bytes
+// around it, and its slots validated as its shape's Match validates them.
+type step struct {
+	start, end int // the value's extent in t.data
+	hole       int
+	kind       byte // the first byte of the template's value there
+	slot       slotMark
+}
+
+// slotMark says whether a step is a slot of its hole's shape, and which.
+type slotMark uint8
+
+const (
+	wholeHole slotMark = 0
+	inShape   slotMark = 1 << iota
+	firstSlot          // the hole's first slot
+	lastSlot           // the hole's last slot
+)
+
+// program makes t's program from its holes and their shapes, and sizes the
+// scratch a match fills per hole. A template without shapes has no use for
+// a program: its steps would be its holes.
+func (t *template) program() {
+	n := len(t.holes)
+	if cap(t.vals) < n || cap(t.elems) < n {
+		t.vals, t.elems = make([]val, n), make([]holeElems, n)
+	}
+	t.vals, t.elems = t.vals[:n], t.elems[:n]
+	t.prog, t.noProg = t.prog[:0], true
+	for k := range t.holes {
+		h := &t.holes[k]
+		var slots []jsonscan.Span
+		var kinds []byte
+		if h.shape > 0 {
+			slots, kinds = t.shapes[h.shape-1].s.Slots()
+		}
+		if len(slots) == 0 {
+			t.prog = append(t.prog, step{start: h.start, end: h.end, hole: k, kind: t.data[h.start]})
+			continue
+		}
+		t.noProg = false
+		for j, sl := range slots {
+			st := step{start: h.start + sl.Start, end: h.start + sl.End, hole: k, kind: kinds[j], slot: inShape}
+			if j == 0 {
+				st.slot |= firstSlot
+			}
+			if j == len(slots)-1 {
+				st.slot |= lastSlot
+			}
+			t.prog = append(t.prog, st)
+		}
+	}
+}
+
+// matchProgram is match by t's program. Where it reports true, match's
+// walk of the holes would have found the same values and elements
+// (TestProgramEqualsHoles): the bytes compared are the same (a logprobs
+// hole's fixed bytes are the template's, where its shape's skeleton is),
+// each slot is validated as Shape.Match validates it, and the hole's value
+// and elements are made from the slots' extents as matchShape makes them.
+func (t *template) matchProgram(data []byte) bool {
+	t.own, t.ends = t.own[:0], t.ends[:0]
+	at, from := 0, 0      // positions in data and in t.data
+	holeAt, slot0 := 0, 0 // the shape hole being matched: its start in data, its first slot in t.ends
+	for i := range t.prog {
+		st := &t.prog[i]
+		seg := t.data[from:st.start]
+		if !jsonscan.HasAt(data, at, seg) {
+			return false
+		}
+		at += len(seg)
+		end, ok := 0, false
+		if st.slot == wholeHole {
+			if at >= len(data) || !jsonscan.SameKind(data[at], st.kind) {
+				return false
+			}
+			lo := len(t.own)
+			if end, ok, t.own = jsonscan.ValidValueElems(data, at, "logprob", t.own); !ok {
+				return false
+			}
+			t.found(st.hole, data, at, end, lo, nil)
+			at, from = end, st.end
+			continue
+		}
+		h := &t.holes[st.hole]
+		if st.slot&firstSlot != 0 {
+			holeAt, slot0 = at-(st.start-h.start), len(t.ends)
+		}
+		if end, ok = jsonscan.SlotValue(data, at, st.kind); !ok {
+			return false
+		}
+		t.ends = append(t.ends, jsonscan.Span{Start: at, End: end})
+		if st.slot&lastSlot != 0 {
+			// The hole's bytes after its last slot are compared with the
+			// next step's (or the chunk's last) fixed bytes.
+			holeEnd := end + h.end - st.end
+			if holeEnd > len(data) {
+				return false
+			}
+			sh := &t.shapes[h.shape-1]
+			lo := len(t.own)
+			t.shapeElems(sh, holeAt, t.ends[slot0:], h.ch.lp.valuesOnly)
+			var plan []listKind
+			if len(sh.plan) > 0 {
+				plan = sh.plan
+			}
+			t.found(st.hole, data, holeAt, holeEnd, lo, plan)
+		}
+		at, from = end, st.end
 	}
 	return string(data[at:]) == string(t.data[from:])
 }

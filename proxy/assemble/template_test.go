@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/orchard-rl/orchard/internal/jsonscan"
 	"github.com/orchard-rl/orchard/internal/sse"
 )
 
@@ -184,4 +186,76 @@ func genStream(r *rand.Rand) []byte {
 		b.WriteString("data: [DONE]\n\n")
 	}
 	return []byte(b.String())
+}
+
+// TestProgramEqualsHoles checks that a chunk the template's program
+// matches is matched hole by hole too, with the same values and elements:
+// the program is a faster walk of the same bytes, not a second judge.
+func TestProgramEqualsHoles(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(3, 4))
+	compared, declined := 0, 0
+	for range 20000 {
+		body := genStream(r)
+		for _, chat := range []bool{true, false} {
+			c := newChoices(chat)
+			for ev := range sse.Events(body) {
+				if tp := c.tpl; tp.ok && !tp.noProg {
+					switch prog, holes := matchBoth(tp, ev.Data); {
+					case prog == nil:
+						declined++
+					case holes == nil:
+						t.Fatalf("the program matched what the holes do not:\n%s\n%s", tp.data, ev.Data)
+					case !reflect.DeepEqual(prog, holes):
+						t.Fatalf("%s\nafter\n%s\nprogram %+v\nholes   %+v", ev.Data, tp.data, prog, holes)
+					default:
+						compared++
+					}
+				}
+				c.event(ev.Name, ev.Data)
+			}
+		}
+	}
+	if compared < 10000 || declined < 100 {
+		t.Fatalf("%d chunks compared, %d declined by a program: the test no longer exercises both", compared, declined)
+	}
+}
+
+// matched is what a match found in a chunk, by offsets into it.
+type matched struct {
+	Vals  [][2]int
+	Elems [][]jsonscan.Elem
+	Plans [][]listKind
+}
+
+// matchBoth matches data through tp's program and then hole by hole, and
+// returns what each found (nil where it did not match). It leaves tp's
+// program on.
+func matchBoth(tp *template, data []byte) (prog, holes *matched) {
+	get := func() *matched {
+		var m matched
+		for k, v := range tp.vals {
+			e := tp.elems[k]
+			m.Vals = append(m.Vals, [2]int{e.base, e.base + len(v.raw)})
+			if string(v.raw) != string(data[e.base:e.base+len(v.raw)]) {
+				return nil
+			}
+			var spans []jsonscan.Elem // nil when empty, as the plan
+			if len(e.spans) > 0 {
+				spans = slices.Clone(e.spans)
+			}
+			m.Elems = append(m.Elems, spans)
+			m.Plans = append(m.Plans, e.plan)
+		}
+		return &m
+	}
+	if tp.matchProgram(data) {
+		prog = get()
+	}
+	tp.noProg = true
+	if tp.match(data) {
+		holes = get()
+	}
+	tp.noProg = false
+	return prog, holes
 }
