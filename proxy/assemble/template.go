@@ -42,9 +42,11 @@ type template struct {
 	vals  []val       // scratch: the hole values of the chunk being matched
 	elems []holeElems // scratch: per hole, the elements match found inside its value
 	// strips: markStrip found every value the caller strips from the
-	// template chunk to be a hole (marked null), so a chunk that matches is
-	// stripped by nulling those holes (see Streamer.ReplayStripped).
+	// template chunk to be a hole, so a chunk that matches is stripped by
+	// nulling those holes (see Streamer.ReplayStripped); nulls: their
+	// indices, in order.
 	strips bool
+	nulls  []int
 	own    []jsonscan.Elem // scratch: the elements of every hole's value
 	// shapes: the skeletons of the template's logprobs holes (see
 	// jsonscan.Shape), with the elements ValidValueElems found in each,
@@ -109,8 +111,7 @@ type hole struct {
 	ch         *choice
 	key        string // holeText: the text key
 	tool       *toolCall
-	null       bool // the caller strips it: null in the stripped chunk
-	shape      int  // holeLogprobs: 1 + its index in template.shapes; 0: none
+	shape      int // holeLogprobs: 1 + its index in template.shapes; 0: none
 }
 
 // note records, during a full parse, that v (a member value of c.cur) is a
@@ -151,7 +152,7 @@ func (t *template) recycle() *template {
 	clear(t.elems[:cap(t.elems)])
 	// The shapes alias data, which goes with them; keep rebuilds them.
 	*t = template{data: t.data[:0], holes: t.holes[:0], vals: t.vals[:0], elems: t.elems[:0],
-		own: t.own[:0], shapes: t.shapes, ends: t.ends[:0], prog: t.prog[:0]}
+		own: t.own[:0], shapes: t.shapes, ends: t.ends[:0], prog: t.prog[:0], nulls: t.nulls[:0]}
 	templates.Put(t)
 	return empty
 }
@@ -333,29 +334,24 @@ func (t *template) slotElems(sh *holeShape, ends []jsonscan.Span) {
 // chunk the extents are of) must be the template for. Extents that are
 // not all holes leave the template unable to strip.
 func (t *template) markStrip(data []byte, spans []Span) bool {
-	t.strips = false
+	t.strips, t.nulls = false, t.nulls[:0]
 	if !t.ok || string(data) != string(t.data) {
 		return false
-	}
-	for i := range t.holes {
-		t.holes[i].null = false
 	}
 	for _, sp := range spans {
 		i := slices.IndexFunc(t.holes, func(h hole) bool { return h.start == sp.Start && h.end == sp.End })
 		if i < 0 {
 			return false
 		}
-		t.holes[i].null = true
+		t.nulls = append(t.nulls, i)
 	}
 	// A full parse notes holes in document order; replayStripped copies
 	// the chunk between them in that order.
-	last := 0
-	for _, h := range t.holes {
-		if h.null && h.start < last {
+	slices.Sort(t.nulls)
+	t.nulls = slices.Compact(t.nulls)
+	for k := 1; k < len(t.nulls); k++ {
+		if t.holes[t.nulls[k]].start < t.holes[t.nulls[k-1]].end {
 			return false
-		}
-		if h.null {
-			last = h.end
 		}
 	}
 	t.strips = true
@@ -370,10 +366,7 @@ func (t *template) replayStripped(dst, data []byte) ([]byte, bool) {
 		return dst, false
 	}
 	last := 0
-	for i, h := range t.holes {
-		if !h.null {
-			continue
-		}
+	for _, i := range t.nulls {
 		start := t.elems[i].base // where match found the value
 		dst = append(dst, data[last:start]...)
 		dst = append(dst, "null"...)
@@ -390,7 +383,8 @@ func (t *template) replay(data []byte) bool {
 	}
 	group, nIDs, nLP := -1, -1, -1
 	var ch *choice
-	for i, h := range t.holes {
+	for i := range t.holes {
+		h := &t.holes[i]
 		if h.group != group {
 			if ch != nil {
 				ch.checkCounts(nIDs, nLP)
