@@ -498,7 +498,9 @@ const (
 
 // program makes t's program from its holes and their shapes, and sizes the
 // scratch a match fills per hole. A template without shapes has no use for
-// a program: its steps would be its holes.
+// a program: its steps would be its holes. Nor has one with a shape
+// without slots (`{"content":[{}]}`), which the program would validate
+// whole where match's walk compares it with the shape.
 func (t *template) program() {
 	n := len(t.holes)
 	if cap(t.vals) < n || cap(t.elems) < n {
@@ -506,18 +508,18 @@ func (t *template) program() {
 	}
 	t.vals, t.elems = t.vals[:n], t.elems[:n]
 	t.prog, t.noProg = t.prog[:0], true
+	shaped := false
 	for k := range t.holes {
 		h := &t.holes[k]
-		var slots []jsonscan.Span
-		var kinds []byte
-		if h.shape > 0 {
-			slots, kinds = t.shapes[h.shape-1].s.Slots()
-		}
-		if len(slots) == 0 {
+		if h.shape == 0 {
 			t.prog = append(t.prog, step{start: h.start, end: h.end, hole: k, kind: t.data[h.start]})
 			continue
 		}
-		t.noProg = false
+		slots, kinds := t.shapes[h.shape-1].s.Slots()
+		if len(slots) == 0 {
+			return
+		}
+		shaped = true
 		for j, sl := range slots {
 			st := step{start: h.start + sl.Start, end: h.start + sl.End, hole: k, kind: kinds[j], slot: inShape}
 			if j == 0 {
@@ -529,6 +531,7 @@ func (t *template) program() {
 			t.prog = append(t.prog, st)
 		}
 	}
+	t.noProg = !shaped
 }
 
 // matchProgram is match by t's program. Where it reports true, match's

@@ -78,7 +78,9 @@ func genChoice(r *rand.Rand, idx int) string {
 			`{"content":[{"t\u006fken":"a","logprob":-1}]}`, `{"c\u006fntent":[{"logprob":-1}]}`,
 			`{"content":[{"token":"a"},{"token":"b","logprob":-2},7],"refusal":[{"logprob":-7}]}`,
 			`{"refusal":[{"logprob":-3}],"content":[{"logprob":-4}],"content":[{"logprob":-5}]}`,
-			`{"token_logprobs":[-1,-2],"top_logprobs":[{"a":-1}],"text_offset":[0,1]}`))
+			`{"token_logprobs":[-1,-2],"top_logprobs":[{"a":-1}],"text_offset":[0,1]}`,
+			// Entries without a value that varies: a shape with no slots.
+			`{"content":[{}]}`))
 	}
 	if r.IntN(3) == 0 {
 		m = append(m, `"token_ids":`+pick(r, "[1]", "[2,3]", "null", `["x"]`, "[]"))
