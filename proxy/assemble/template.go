@@ -54,11 +54,10 @@ type template struct {
 	shapes  []holeShape
 	nShapes int
 	ends    []jsonscan.Span // scratch: the slot extents a shape matched
-	// prog: the holes and their shapes' slots in one list (see
-	// matchProgram); noProg: the template has no shapes, or the program
-	// declined a chunk, so match walks the holes until the next template.
-	prog   []step
-	noProg bool
+	// prog: the steps match takes (see program); fused: the shapes' slots
+	// are steps of their own.
+	prog  []step
+	fused bool
 }
 
 // holeShape is a logprobs hole's skeleton: a chunk's new logprobs object
@@ -172,7 +171,7 @@ func (t *template) keep(data []byte) {
 			h.shape = t.nShapes
 		}
 	}
-	t.program()
+	t.program(true)
 }
 
 // shapeOf adds the shape of a logprobs hole's value v, which the shapes
@@ -378,7 +377,7 @@ func (t *template) replayStripped(dst, data []byte) ([]byte, bool) {
 // replay applies data through the template if it matches, and reports
 // whether it did.
 func (t *template) replay(data []byte) bool {
-	if t.off || !t.ok || !t.match(data) {
+	if t.off || !t.ok || !t.match(data) && !t.unfused(data) {
 		return false
 	}
 	group, nIDs, nLP := -1, -1, -1
@@ -411,55 +410,18 @@ func (t *template) replay(data []byte) bool {
 	return true
 }
 
-// match reports whether data equals the template outside its holes, with a
-// strictly valid value of the same kind in each, and collects those values
-// and the extents of their array members' elements (a logprobs object's
-// entries), found in the same scan. It runs the template's program (see
-// matchProgram), if it has one, until the program declines a chunk; from
-// then on until the next template it walks the holes, matching each
-// logprobs value against its shape or, where that fails (a completions
-// choice's top_logprobs, whose keys change every token), validating it
-// whole. A chunk declined either way is parsed in full and becomes the
-// next template.
-func (t *template) match(data []byte) bool {
-	if !t.noProg {
-		if t.matchProgram(data) {
-			return true
-		}
-		t.noProg = true
+// unfused is match after a fused program declined data: it goes on with
+// the unfused program, which matches each logprobs value against its shape
+// or, where that fails (a completions choice's top_logprobs, whose keys
+// change every token), validates it whole, until the next template. A
+// chunk declined either way is parsed in full and becomes the next
+// template.
+func (t *template) unfused(data []byte) bool {
+	if !t.fused {
+		return false
 	}
-	t.own = t.own[:0]
-	at, from := 0, 0 // positions in data and in t.data
-	for k := range t.holes {
-		h := &t.holes[k]
-		seg := t.data[from:h.start]
-		if !jsonscan.HasAt(data, at, seg) {
-			return false
-		}
-		at += len(seg)
-		if at >= len(data) || !jsonscan.SameKind(data[at], t.data[h.start]) {
-			return false
-		}
-		lo := len(t.own)
-		end, ok := 0, false
-		var plan []listKind
-		if h.shape > 0 {
-			sh := &t.shapes[h.shape-1]
-			if end, ok = t.matchShape(sh, data, at, h.ch.lp.valuesOnly); ok && len(sh.plan) > 0 {
-				plan = sh.plan
-			}
-		}
-		if !ok {
-			var own []jsonscan.Elem
-			end, ok, own = jsonscan.ValidValueElems(data, at, "logprob", t.own)
-			if t.own = own; !ok {
-				return false
-			}
-		}
-		t.found(k, data, at, end, lo, plan)
-		at, from = end, h.end
-	}
-	return string(data[at:]) == string(t.data[from:])
+	t.program(false)
+	return t.match(data)
 }
 
 // found notes data[start:end] as hole k's value, with the elements match
@@ -477,8 +439,10 @@ func (t *template) found(k int, data []byte, start, end, lo int, plan []listKind
 // whole value, or one slot of the shape of a logprobs hole. The program
 // lists them in the order of the chunk, so that matching compares the
 // fixed bytes before each step and validates its value, in one loop over
-// the chunk: a logprobs hole's fixed bytes are compared with the bytes
-// around it, and its slots validated as its shape's Match validates them.
+// the chunk. A fused program has a logprobs hole's shape slots as steps of
+// their own: the hole's fixed bytes are compared with the bytes around it,
+// and its slots validated as its shape's Match validates them. Otherwise
+// the hole is one step, matched against its shape by Match.
 type step struct {
 	start, end int // the value's extent in t.data
 	hole       int
@@ -486,40 +450,42 @@ type step struct {
 	slot       slotMark
 }
 
-// slotMark says whether a step is a slot of its hole's shape, and which.
+// slotMark says what a step's value is: a hole's whole value, matched
+// against its shape or not, or a slot of its hole's shape, and which.
 type slotMark uint8
 
 const (
 	wholeHole slotMark = 0
-	inShape   slotMark = 1 << iota
-	firstSlot          // the hole's first slot
-	lastSlot           // the hole's last slot
+	shapeHole slotMark = 1 // a logprobs hole, matched against its shape
+	inShape   slotMark = 2
+	firstSlot slotMark = 4 // the hole's first slot
+	lastSlot  slotMark = 8 // the hole's last slot
 )
 
-// program makes t's program from its holes and their shapes, and sizes the
-// scratch a match fills per hole. A template without shapes has no use for
-// a program: its steps would be its holes. Nor has one with a shape
-// without slots (`{"content":[{}]}`), which the program would validate
-// whole where match's walk compares it with the shape.
-func (t *template) program() {
+// program makes t's program from its holes and their shapes, fused where
+// fused is asked and a shape has slots, and sizes the scratch a match fills
+// per hole.
+func (t *template) program(fused bool) {
 	n := len(t.holes)
 	if cap(t.vals) < n || cap(t.elems) < n {
 		t.vals, t.elems = make([]val, n), make([]holeElems, n)
 	}
 	t.vals, t.elems = t.vals[:n], t.elems[:n]
-	t.prog, t.noProg = t.prog[:0], true
-	shaped := false
+	t.prog, t.fused = t.prog[:0], false
 	for k := range t.holes {
 		h := &t.holes[k]
-		if h.shape == 0 {
-			t.prog = append(t.prog, step{start: h.start, end: h.end, hole: k, kind: t.data[h.start]})
+		whole := step{start: h.start, end: h.end, hole: k, kind: t.data[h.start]}
+		var slots []jsonscan.Span
+		var kinds []byte
+		if h.shape > 0 {
+			whole.slot = shapeHole
+			slots, kinds = t.shapes[h.shape-1].s.Slots()
+		}
+		if !fused || len(slots) == 0 {
+			t.prog = append(t.prog, whole)
 			continue
 		}
-		slots, kinds := t.shapes[h.shape-1].s.Slots()
-		if len(slots) == 0 {
-			return
-		}
-		shaped = true
+		t.fused = true
 		for j, sl := range slots {
 			st := step{start: h.start + sl.Start, end: h.start + sl.End, hole: k, kind: kinds[j], slot: inShape}
 			if j == 0 {
@@ -531,16 +497,18 @@ func (t *template) program() {
 			t.prog = append(t.prog, st)
 		}
 	}
-	t.noProg = !shaped
 }
 
-// matchProgram is match by t's program. Where it reports true, match's
-// walk of the holes would have found the same values and elements
+// match reports whether data equals the template outside its holes, with a
+// strictly valid value of the same kind in each, and collects those values
+// and the extents of their array members' elements (a logprobs object's
+// entries), found in the same scan of t's program. Where a fused program
+// matches, the unfused one would have found the same values and elements
 // (TestProgramEqualsHoles): the bytes compared are the same (a logprobs
 // hole's fixed bytes are the template's, where its shape's skeleton is),
 // each slot is validated as Shape.Match validates it, and the hole's value
 // and elements are made from the slots' extents as matchShape makes them.
-func (t *template) matchProgram(data []byte) bool {
+func (t *template) match(data []byte) bool {
 	t.own, t.ends = t.own[:0], t.ends[:0]
 	at, from := 0, 0      // positions in data and in t.data
 	holeAt, slot0 := 0, 0 // the shape hole being matched: its start in data, its first slot in t.ends
@@ -552,15 +520,25 @@ func (t *template) matchProgram(data []byte) bool {
 		}
 		at += len(seg)
 		end, ok := 0, false
-		if st.slot == wholeHole {
+		if st.slot&inShape == 0 { // the hole's whole value
 			if at >= len(data) || !jsonscan.SameKind(data[at], st.kind) {
 				return false
 			}
 			lo := len(t.own)
-			if end, ok, t.own = jsonscan.ValidValueElems(data, at, "logprob", t.own); !ok {
-				return false
+			var plan []listKind
+			if st.slot == shapeHole {
+				h := &t.holes[st.hole]
+				sh := &t.shapes[h.shape-1]
+				if end, ok = t.matchShape(sh, data, at, h.ch.lp.valuesOnly); ok && len(sh.plan) > 0 {
+					plan = sh.plan
+				}
 			}
-			t.found(st.hole, data, at, end, lo, nil)
+			if !ok { // no shape, or the value does not match it
+				if end, ok, t.own = jsonscan.ValidValueElems(data, at, "logprob", t.own); !ok {
+					return false
+				}
+			}
+			t.found(st.hole, data, at, end, lo, plan)
 			at, from = end, st.end
 			continue
 		}

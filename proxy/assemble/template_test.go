@@ -202,7 +202,7 @@ func TestProgramEqualsHoles(t *testing.T) {
 		for _, chat := range []bool{true, false} {
 			c := newChoices(chat)
 			for ev := range sse.Events(body) {
-				if tp := c.tpl; tp.ok && !tp.noProg {
+				if tp := c.tpl; tp.ok && tp.fused {
 					switch prog, holes := matchBoth(tp, ev.Data); {
 					case prog == nil:
 						declined++
@@ -230,9 +230,9 @@ type matched struct {
 	Plans [][]listKind
 }
 
-// matchBoth matches data through tp's program and then hole by hole, and
-// returns what each found (nil where it did not match). It leaves tp's
-// program on.
+// matchBoth matches data through tp's fused program and then through the
+// unfused one (hole by hole), and returns what each found (nil where it did
+// not match). It leaves tp's program fused.
 func matchBoth(tp *template, data []byte) (prog, holes *matched) {
 	get := func() *matched {
 		var m matched
@@ -251,13 +251,13 @@ func matchBoth(tp *template, data []byte) (prog, holes *matched) {
 		}
 		return &m
 	}
-	if tp.matchProgram(data) {
+	if tp.match(data) {
 		prog = get()
 	}
-	tp.noProg = true
+	tp.program(false)
 	if tp.match(data) {
 		holes = get()
 	}
-	tp.noProg = false
+	tp.program(true)
 	return prog, holes
 }
