@@ -79,7 +79,8 @@ func (f *Framer) Write(p []byte) (int, error) {
 // stream.
 func (f *Framer) Feed(p []byte, fn func(ev []byte, lineEnd int)) ([]byte, error) {
 	// Finish a pending event by copying p a little at a time, so the buffer
-	// stays about one event long whatever the size of p.
+	// stays about one event long whatever the size of p. The events after
+	// it are framed in p itself, below, not copied.
 	for f.Buffered() > 0 {
 		if len(p) == 0 {
 			return nil, nil
@@ -88,10 +89,16 @@ func (f *Framer) Feed(p []byte, fn func(ev []byte, lineEnd int)) ([]byte, error)
 		if _, err := f.Write(p[:k]); err != nil {
 			return p, err
 		}
-		p = p[k:]
-		for ev, eol := f.next(false); ev != nil; ev, eol = f.next(false) {
-			fn(ev, eol)
+		ev, eol := f.next(false)
+		if ev == nil {
+			p = p[k:]
+			continue
 		}
+		// The buffer held no event end before this Write, so what follows
+		// the event in it is the tail of p[:k].
+		p = p[k-f.Buffered():]
+		f.buf = f.buf[:f.start]
+		fn(ev, eol)
 	}
 	f.buf, f.start, f.scan, f.eol, f.cr = f.buf[:0], 0, 0, 0, 0
 	// Nothing pending: scan p itself with a Framer that borrows it.
