@@ -2,10 +2,12 @@ package jsonscan
 
 // A Shape is the skeleton of a JSON object: its bytes with the values that
 // vary from one stream chunk to the next cut out as slots. A slot is every
-// string that is not a key, every number and literal, and every array of
-// plain integers below the object's own members (a logprobs entry's
-// "bytes"); the object's member arrays themselves (a logprobs object's
-// "content") stay in the skeleton, element by element.
+// string that is not a key, every number and literal, and every non-empty
+// array of plain integers below the object's own members (a logprobs
+// entry's "bytes"); the object's member arrays themselves (a logprobs
+// object's "content") stay in the skeleton, element by element, and so
+// does an empty array (a vLLM logprobs entry's "top_logprobs" when none
+// were asked for, in every chunk), which then matches only itself.
 //
 // A value matches the shape when it equals the skeleton's bytes outside the
 // slots and each slot holds a valid value of the kind the shape's source
@@ -61,7 +63,9 @@ func (s *Shape) value(i int, member bool) int {
 		return s.object(i, false)
 	case '[':
 		if end, ok := plainInts(s.src, i); ok && !member {
-			s.slot(i, end)
+			if end-i > 2 {
+				s.slot(i, end)
+			}
 			return end
 		}
 		i = SkipSpace(s.src, i+1)

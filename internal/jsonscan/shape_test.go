@@ -25,8 +25,8 @@ func TestShapeMatch(t *testing.T) {
 	if !s.Build([]byte(shapeSeeds[0])) {
 		t.Fatal("no shape")
 	}
-	if len(s.slots) != 4 { // token, logprob, bytes, top_logprobs' []
-		t.Fatalf("slots %v, want 4", s.slots)
+	if len(s.slots) != 3 { // token, logprob, bytes; top_logprobs' [] is fixed
+		t.Fatalf("slots %v, want 3", s.slots)
 	}
 	for _, tc := range []struct {
 		v  string
@@ -39,6 +39,7 @@ func TestShapeMatch(t *testing.T) {
 		{`{"content":[{"token":"y","logprob":-01,"bytes":[1],"top_logprobs":[]}]}`, false},
 		{`{"content":[{"token":"y","logprob":1,"bytes":[1, 2],"top_logprobs":[]}]}`, false},
 		{`{"content":[{"token":"y","logprob":1,"bytes":[1],"top_logprobs":[{"token":"y"}]}]}`, false},
+		{`{"content":[{"token":"y","logprob":1,"bytes":[1],"top_logprobs":[2]}]}`, false},
 		{`{"content":[{"token":"y","logprob":1,"bytes":[1],"top_logprobs":[]},{"token":"z"}]}`, false},
 		{`{"content":[{"token":"y\q","logprob":1,"bytes":[1],"top_logprobs":[]}]}`, false},
 		{`{"content":[{"token":"y","logprob":1,"bytes":[1],"top_logprobs":[]}]`, false},
@@ -58,6 +59,13 @@ func TestShapeMatch(t *testing.T) {
 		if _, ok, _ := s.Match([]byte(v), 0, nil); ok {
 			t.Errorf("%s matches the shape of {\"content\":[],\"x\":[1]}", v)
 		}
+	}
+	// An empty list is fixed: it matches only itself.
+	if !s.Build([]byte(`{"content":[{"token":"","bytes":[]}]}`)) || len(s.slots) != 1 {
+		t.Fatalf("shape of an empty token: slots %v, want 1", s.slots)
+	}
+	if _, ok, _ := s.Match([]byte(`{"content":[{"token":"a","bytes":[97]}]}`), 0, nil); ok {
+		t.Error("[97] matches an empty list")
 	}
 	if s.Build([]byte(`[1]`)) || s.Build([]byte(`{"a":}`)) || s.Build([]byte(`{"a":1}x`)) {
 		t.Error("a shape of what is not one valid object")
