@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"testing"
 )
 
@@ -51,8 +52,18 @@ func TestUpstreamConnReadFrom(t *testing.T) {
 	if !bytes.Equal(got, body) {
 		t.Fatal("the peer read other bytes than the body")
 	}
-	if allocs := testing.AllocsPerRun(20, send); allocs != 0 {
-		t.Fatalf("ReadFrom allocated %.1f times per body; want 0 (the pooled buffer)", allocs)
+	// Bytes, not a count of allocations: the race detector's sync.Pool
+	// drops a quarter of what is put back, and other goroutines of the
+	// test binary allocate too. A buffer per body would be 70 KiB a run.
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	const runs = 20
+	for range runs {
+		send()
+	}
+	runtime.ReadMemStats(&after)
+	if perRun := (after.TotalAlloc - before.TotalAlloc) / runs; perRun >= uint64(len(body))/2 {
+		t.Fatalf("ReadFrom allocated %d bytes per %d-byte body; want far less (the pooled buffer)", perRun, len(body))
 	}
 }
 
