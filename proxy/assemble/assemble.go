@@ -2,9 +2,11 @@ package assemble
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 
 	"github.com/tidwall/gjson"
@@ -181,6 +183,7 @@ func appendPlainInts(dst []int32, b []byte) ([]int32, int, bool) {
 	}
 	dst = growFirst(dst, idRoom)
 	for i < len(b) {
+		dst, i = appendIDWords(dst, b, i)
 		j, n := i, uint64(0)
 		for j < len(b) {
 			d := b[j] - '0'
@@ -209,6 +212,35 @@ func appendPlainInts(dst []int32, b []byte) ([]int32, int, bool) {
 		}
 	}
 	return dst, 0, false
+}
+
+// appendIDWords appends the ids of a list of plain integers from b[i] on
+// while each is one to seven digits, without a leading zero, followed by a
+// comma, and returns where it stopped: at the first id it did not read.
+// It reads each id and its comma from the eight bytes at its start, taken
+// as one word, where the byte loop of appendPlainInts takes about three
+// times the instructions for a prompt's ids.
+func appendIDWords(dst []int32, b []byte, i int) ([]int32, int) {
+	for len(b)-i >= 8 {
+		w := binary.LittleEndian.Uint64(b[i:])
+		x := w - 0x3030303030303030
+		// A byte's top bit is set where it is not a digit: below '0' it
+		// borrowed, above '9' adding 0x76 carried into it. Borrows and
+		// carries reach only the bytes after the first non-digit.
+		k := uint(bits.TrailingZeros64((x|(x+0x7676767676767676))&0x8080808080808080)) >> 3
+		if k == 0 || k == 8 || byte(w>>(8*k)) != ',' || byte(x) == 0 && k > 1 {
+			break
+		}
+		// The digits as the low end of an eight-digit number, combined in
+		// pairs, then fours, then eights.
+		x <<= 64 - 8*k
+		x = (x*10 + x>>8) & 0x00FF00FF00FF00FF
+		x = (x*100 + x>>16) & 0x0000FFFF0000FFFF
+		x = (x*10000 + x>>32) & 0xFFFFFFFF
+		dst = append(dst, int32(x))
+		i += int(k) + 1
+	}
+	return dst, i
 }
 
 // idRoom is the room a list of token ids or logprobs gets with its first

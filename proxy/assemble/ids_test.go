@@ -15,7 +15,11 @@ import (
 // each element as a value does, and says so as often.
 func FuzzAppendIDs(f *testing.F) {
 	for _, s := range []string{"[]", "[1,2,3]", " [ 0 , 151644 ] ", "[2147483647]", "[2147483648]", "[-1]", "[1.0]",
-		"[1e3]", "[01]", "[1 2]", `["1"]`, "[1,]", "[1,2", "[99999999999999999999]", "[0,0]", "[3]x"} {
+		"[1e3]", "[01]", "[1 2]", `["1"]`, "[1,]", "[1,2", "[99999999999999999999]", "[0,0]", "[3]x",
+		// Long enough for appendIDWords, which reads eight bytes at a time.
+		"[1,22,333,4444,55555,666666,7777777,88888888,999999999,0,7,151643,2147483647]",
+		"[1234567,12345678,1234567,01234,5]", "[0,00,1,2,3,4,5,6,7,8,9]", "[12,3a,4,5,6,7,8,9]", "[1,2,3,4,5,6,7,8,9,-1]",
+		"[123/456,1,2,3,4,5,6,7]", "[123:456,1,2,3,4,5,6,7]", "[1,2,3 ,4,5,6,7,8,9]", "[2147483648,1,2,3,4,5,6,7,8]"} {
 		f.Add([]byte(s), uint8(2))
 	}
 	f.Fuzz(func(t *testing.T, b []byte, pre uint8) {
@@ -73,7 +77,8 @@ func BenchmarkAppendIDs(b *testing.B) {
 // any bytes, the array is valid JSON ending where it says, as
 // jsonscan.ValidMembersWith requires of what it is handed.
 func FuzzPlainIntsEnd(f *testing.F) {
-	for _, s := range []string{"[]", "[1,2,3]}", "[ 0 , 151644 ] ,", "[2147483647]x", "[01]", "[1,]", "[1 2]", "[1,2", "[3]]"} {
+	for _, s := range []string{"[]", "[1,2,3]}", "[ 0 , 151644 ] ,", "[2147483647]x", "[01]", "[1,]", "[1 2]", "[1,2", "[3]]",
+		"[1,22,333,4444,55555,666666,7777777,88888888]", "[1,2,3,4,5,6,7,8,9,]", "[1,2,3,4,5,6,7,8,01]", "[10,20,30,40,50]x"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
