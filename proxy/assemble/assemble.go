@@ -218,8 +218,8 @@ func appendPlainInts(dst []int32, b []byte) ([]int32, int, bool) {
 // while each is one to seven digits, without a leading zero, followed by a
 // comma, and returns where it stopped: at the first id it did not read.
 // It reads each id and its comma from the eight bytes at its start, taken
-// as one word, where the byte loop of appendPlainInts takes about three
-// times the instructions for a prompt's ids.
+// as one word: a prompt's ids cost about half the instructions of the byte
+// loop of appendPlainInts (BenchmarkAppendIDs: 65 against 120 an id).
 func appendIDWords(dst []int32, b []byte, i int) ([]int32, int) {
 	for len(b)-i >= 8 {
 		w := binary.LittleEndian.Uint64(b[i:])
