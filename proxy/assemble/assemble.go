@@ -174,6 +174,9 @@ func appendIDs(dst []int32, v val) (out []int32, n int, ok bool) {
 // thousands a call, and the general path scanned each twice, through a
 // callback.
 func appendPlainInts(dst []int32, b []byte) ([]int32, int, bool) {
+	if n, end, ok := oneID(b); ok {
+		return append(growFirst(dst, idRoom), n), end, true
+	}
 	if len(b) > 64 && cap(dst)-len(dst) < len(b)/4 {
 		dst = slices.Grow(dst, bytes.Count(b, []byte{','})+1)
 	}
@@ -212,6 +215,24 @@ func appendPlainInts(dst []int32, b []byte) ([]int32, int, bool) {
 		}
 	}
 	return dst, 0, false
+}
+
+// oneID reads a list of one plain integer written without space, "[123]",
+// as each chunk of a stream carries its token's id, and where it ends.
+func oneID(b []byte) (int32, int, bool) {
+	var n uint64
+	j := 1
+	for ; j < len(b) && j <= 10; j++ {
+		d := b[j] - '0'
+		if d > 9 {
+			break
+		}
+		n = n*10 + uint64(d)
+	}
+	if len(b) < 3 || b[0] != '[' || j == 1 || j >= len(b) || b[j] != ']' || n > math.MaxInt32 || b[1] == '0' && j > 2 {
+		return 0, 0, false
+	}
+	return int32(n), j + 1, true
 }
 
 // appendIDWords appends the ids of a list of plain integers from b[i] on
