@@ -533,6 +533,9 @@ func (t *template) match(data []byte) bool {
 					plan = sh.plan
 				}
 			}
+			if !ok && st.kind != '{' { // a text or a list of ids: no elements to find
+				end, ok = jsonscan.SlotValue(data, at, st.kind)
+			}
 			if !ok { // no shape, or the value does not match it
 				if end, ok, t.own = jsonscan.ValidValueElems(data, at, "logprob", t.own); !ok {
 					return false
