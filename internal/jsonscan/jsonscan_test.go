@@ -253,3 +253,49 @@ func TestHasAt(t *testing.T) {
 		}
 	}
 }
+
+// FuzzPlainInts holds plainInts, which reads a word at a time while it
+// can, to a byte-by-byte reading of the same grammar: the same answer and
+// the same end, for any bytes after a '['.
+func FuzzPlainInts(f *testing.F) {
+	for _, s := range []string{"[]", "[1]", "[1,2,3]", "[114,101,97,100],", "[0,10,200,3000,40000,500000,6000000,70000000,800000000]",
+		"[01,2,3,4,5,6,7,8]", "[1,2,3,4,5,6,7,8,]", "[1234567,12345678,1]", "[1 ,2]", "[1,-2,3,4,5,6,7,8]", "[9,8,7,6,5,4,3,2,1]x"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) == 0 || b[0] != '[' {
+			return
+		}
+		end, ok := plainInts(b, 0)
+		wend, wok := plainIntsBytes(b, 0)
+		if ok != wok || ok && end != wend {
+			t.Fatalf("plainInts(%q) = %d, %v; byte by byte %d, %v", b, end, ok, wend, wok)
+		}
+	})
+}
+
+// plainIntsBytes is plainInts read one byte at a time.
+func plainIntsBytes(b []byte, i int) (int, bool) {
+	i++
+	if i < len(b) && b[i] == ']' {
+		return i + 1, true
+	}
+	for i < len(b) {
+		start := i
+		for i < len(b) && b[i]-'0' <= 9 {
+			i++
+		}
+		if i == start || b[start] == '0' && i-start > 1 || i >= len(b) {
+			return i, false
+		}
+		switch b[i] {
+		case ']':
+			return i + 1, true
+		case ',':
+			i++
+		default:
+			return i, false
+		}
+	}
+	return i, false
+}
