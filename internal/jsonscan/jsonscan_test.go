@@ -276,26 +276,8 @@ func FuzzPlainInts(f *testing.F) {
 
 // plainIntsBytes is plainInts read one byte at a time.
 func plainIntsBytes(b []byte, i int) (int, bool) {
-	i++
-	if i < len(b) && b[i] == ']' {
-		return i + 1, true
+	if i+1 < len(b) && b[i+1] == ']' {
+		return i + 2, true
 	}
-	for i < len(b) {
-		start := i
-		for i < len(b) && b[i]-'0' <= 9 {
-			i++
-		}
-		if i == start || b[start] == '0' && i-start > 1 || i >= len(b) {
-			return i, false
-		}
-		switch b[i] {
-		case ']':
-			return i + 1, true
-		case ',':
-			i++
-		default:
-			return i, false
-		}
-	}
-	return i, false
+	return plainIntsRest(b, i+1)
 }

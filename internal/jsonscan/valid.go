@@ -102,6 +102,12 @@ func plainInts(b []byte, i int) (int, bool) {
 		}
 		break
 	}
+	return plainIntsRest(b, i)
+}
+
+// plainIntsRest is plainInts read one byte at a time from b[i], the start
+// of an integer of the list.
+func plainIntsRest(b []byte, i int) (int, bool) {
 	for i < len(b) {
 		start := i
 		for i < len(b) && b[i]-'0' <= 9 {
