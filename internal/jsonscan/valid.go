@@ -87,10 +87,10 @@ func plainInts(b []byte, i int) (int, bool) {
 	}
 	// While eight bytes are left, an integer of one to seven digits and
 	// the byte after it are found with one test of the word there (see
-	// digitsAt); anything else goes to the byte loop, from the integer's
+	// DigitsAt); anything else goes to the byte loop, from the integer's
 	// start.
 	for len(b)-i >= 8 {
-		k := digitsAt(b, i)
+		k := DigitsAt(b, i)
 		if k == 0 {
 			break
 		}
@@ -128,12 +128,12 @@ func plainIntsRest(b []byte, i int) (int, bool) {
 	return i, false
 }
 
-// digitsAt returns how many digits the eight bytes at b[i] (which must be
+// DigitsAt returns how many digits the eight bytes at b[i] (which must be
 // there) start with, when that is one to seven without a leading zero, and
 // otherwise 0. A byte's top bit is set in the test where the byte is not a
 // digit: below '0' it borrowed, above '9' adding 0x76 carried into it;
 // borrows and carries reach only the bytes after the first non-digit.
-func digitsAt(b []byte, i int) int {
+func DigitsAt(b []byte, i int) int {
 	x := binary.LittleEndian.Uint64(b[i:]) - 0x3030303030303030
 	k := bits.TrailingZeros64((x|(x+0x7676767676767676))&0x8080808080808080) >> 3
 	if k == 8 || byte(x) == 0 && k > 1 {

@@ -536,7 +536,7 @@ func (t *template) match(data []byte) bool {
 			if !ok && st.kind != '{' { // a text or a list of ids: no elements to find
 				end, ok = jsonscan.SlotValue(data, at, st.kind)
 			}
-			if !ok { // no shape, or the value does not match it
+			if !ok { // what the shape or the slot check declined: the general walk
 				if end, ok, t.own = jsonscan.ValidValueElems(data, at, "logprob", t.own); !ok {
 					return false
 				}
