@@ -3,10 +3,8 @@ package proxy
 import (
 	"context"
 	"errors"
-	"io"
 	"log"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -283,62 +281,12 @@ func newTransport() *http.Transport {
 		// Compression is the client's business: the proxy forwards the
 		// client's Accept-Encoding and never decompresses what it relays.
 		DisableCompression: true,
-		ReadBufferSize:     upstreamReadBuffer,
-		DialContext:        dialUpstream,
+		// Go's default 4 KiB: an upstreamConn reads the socket in bigger
+		// pieces itself, into a buffer it holds only while they last.
+		ReadBufferSize: 4 << 10,
+		DialContext:    dialUpstream,
 	}
 }
-
-// dialUpstream dials an upstream connection as the Transport's default
-// dialer does and wraps it in an upstreamConn.
-func dialUpstream(ctx context.Context, network, addr string) (net.Conn, error) {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, network, addr)
-	if err != nil {
-		return nil, err
-	}
-	return upstreamConn{Conn: c, w: onlyWriter{c}}, nil
-}
-
-// upstreamConn copies a request body onto the socket through a pooled
-// buffer. The Transport writes a request through a 4 KiB buffer and hands
-// what of the body does not fit to the connection's ReadFrom; a TCP
-// connection's own ReadFrom allocates a buffer the size of that rest for
-// every request.
-type upstreamConn struct {
-	net.Conn
-	w io.Writer // the connection as an onlyWriter, made once
-}
-
-func (c upstreamConn) ReadFrom(r io.Reader) (int64, error) {
-	bp := copyBufs.Get().(*[]byte)
-	n, err := io.CopyBuffer(c.w, r, *bp)
-	copyBufs.Put(bp)
-	return n, err
-}
-
-// CloseWrite half-closes the connection, as the reverse proxy does to an
-// upgraded (switched-protocol) connection once the client has sent all.
-func (c upstreamConn) CloseWrite() error {
-	cw, ok := c.Conn.(interface{ CloseWrite() error })
-	if !ok {
-		return errors.ErrUnsupported
-	}
-	return cw.CloseWrite()
-}
-
-// onlyWriter hides a writer's ReadFrom, so that io.CopyBuffer uses the
-// buffer it is given.
-type onlyWriter struct{ io.Writer }
-
-// upstreamReadBuffer is the size of the buffer each upstream connection
-// reads through, and of the ReverseProxy's copy buffers (copyBufs), which
-// the stripper reads into. When the proxy falls behind a fast stream, one
-// read takes every event already received, and one write hands them to
-// the client: with Go's default of 4 KiB (about ten 400-byte events with
-// logprobs) a backlog cost a read syscall, and a write, per few events. 32
-// KiB cut the proxy's CPU per request by 2-11% (docs/benchmarks.md), for
-// 28 KiB more per open upstream connection.
-const upstreamReadBuffer = 32 << 10
 
 // slogWriter sends the ReverseProxy's internal log lines to slog.
 type slogWriter struct{ l *slog.Logger }
@@ -347,11 +295,3 @@ func (s slogWriter) Write(p []byte) (int, error) {
 	s.l.Warn("reverse proxy", "detail", strings.TrimSpace(string(p)))
 	return len(p), nil
 }
-
-// bufferPool recycles the ReverseProxy's copy buffers.
-type bufferPool struct{}
-
-var copyBufs = sync.Pool{New: func() any { b := make([]byte, upstreamReadBuffer); return &b }}
-
-func (bufferPool) Get() []byte  { return *copyBufs.Get().(*[]byte) }
-func (bufferPool) Put(b []byte) { copyBufs.Put(&b) }

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"testing"
+	"time"
 )
 
 // TestUpstreamConnReadFrom checks that an upstream connection writes a
@@ -142,5 +144,85 @@ func TestTransportHTTP2(t *testing.T) {
 		if err != nil || string(got) != want {
 			t.Fatalf("%s: upstream saw %q, %v; want %s", url, got, err, want)
 		}
+	}
+}
+
+// TestUpstreamConnRead checks that an upstream connection's reads return
+// the peer's bytes exactly, in order, to the end of the stream, whatever
+// the sizes written and read (below, at and above upstreamReadBuffer,
+// where a read goes to the socket directly), and that it holds no buffer
+// once all it read is handed out.
+func TestUpstreamConnRead(t *testing.T) {
+	c, peer := upstreamPair(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	want := make([]byte, 3<<20)
+	for i := range want {
+		want[i] = byte(rng.IntN(256))
+	}
+	go func() {
+		for rest := want; len(rest) > 0; {
+			n := min(len(rest), 1+rng.IntN(70<<10))
+			if _, err := peer.Write(rest[:n]); err != nil {
+				return
+			}
+			rest = rest[n:]
+		}
+		peer.Close()
+	}()
+	uc := c.(*upstreamConn)
+	got := make([]byte, 0, len(want))
+	sizes := []int{1, 7, 100, 4 << 10, upstreamReadBuffer - 1, upstreamReadBuffer, upstreamReadBuffer + 1, 80 << 10}
+	for i := 0; ; i++ {
+		p := make([]byte, sizes[i%len(sizes)])
+		n, err := c.Read(p)
+		got = append(got, p[:n]...)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("read %d after %d bytes: %v", i, len(got), err)
+		}
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("read %d bytes that differ from the %d written", len(got), len(want))
+	}
+	if uc.unread != nil {
+		t.Fatal("the connection holds a buffer after the end of the stream")
+	}
+}
+
+// TestUpstreamConnReadWaits checks that a read waiting for the peer ends
+// at the connection's deadline with a timeout, holding no buffer, and that
+// the connection reads on afterwards; and that closing the connection ends
+// a waiting read.
+func TestUpstreamConnReadWaits(t *testing.T) {
+	c, peer := upstreamPair(t)
+	uc := c.(*upstreamConn)
+	c.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+	p := make([]byte, 100)
+	n, err := c.Read(p)
+	var ne net.Error
+	if n != 0 || !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("Read past the deadline = %d, %v; want 0 and a timeout", n, err)
+	}
+	if uc.unread != nil {
+		t.Fatal("a read that waited and timed out holds a buffer")
+	}
+	c.SetReadDeadline(time.Time{})
+	if _, err := peer.Write([]byte("after the timeout")); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := io.ReadFull(c, p[:17]); err != nil || string(p[:n]) != "after the timeout" {
+		t.Fatalf("read %q, %v after the deadline was lifted", p[:n], err)
+	}
+
+	done := make(chan error)
+	go func() {
+		_, err := c.Read(p)
+		done <- err
+	}()
+	c.Close()
+	if err := <-done; !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("a read waiting while the connection closed returned %v; want %v", err, net.ErrClosed)
 	}
 }
