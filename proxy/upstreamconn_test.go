@@ -121,28 +121,41 @@ func upstreamPair(t *testing.T) (c, peer net.Conn) {
 // TestTransportHTTP2 checks that the upstream Transport, with its own
 // dialer, still speaks HTTP/2 to a TLS upstream that offers it (Go turns
 // HTTP/2 off by default for a Transport with a custom dialer) and HTTP/1.1
-// to a cleartext one.
+// to a cleartext one and to a TLS one that offers nothing else; and that a
+// streamed body of each comes through byte for byte.
 func TestTransportHTTP2(t *testing.T) {
-	proto := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, r.Proto) })
-	tlsUp := httptest.NewUnstartedServer(proto)
-	tlsUp.EnableHTTP2 = true
-	tlsUp.StartTLS()
+	stream := make([]byte, 300<<10)
+	for i := range stream {
+		stream[i] = byte(i * 7 / 3)
+	}
+	proto := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, r.Proto+"\n")
+		for rest := stream; len(rest) > 0; rest = rest[min(len(rest), 1000):] {
+			w.Write(rest[:min(len(rest), 1000)])
+			w.(http.Flusher).Flush()
+		}
+	})
+	h2Up := httptest.NewUnstartedServer(proto)
+	h2Up.EnableHTTP2 = true
+	h2Up.StartTLS()
+	defer h2Up.Close()
+	tlsUp := httptest.NewTLSServer(proto)
 	defer tlsUp.Close()
 	plainUp := httptest.NewServer(proto)
 	defer plainUp.Close()
 
 	tr := newTransport()
-	tr.TLSClientConfig = tlsUp.Client().Transport.(*http.Transport).TLSClientConfig.Clone() // trust the test certificate
+	tr.TLSClientConfig = h2Up.Client().Transport.(*http.Transport).TLSClientConfig.Clone() // trust the test certificate
 	defer tr.CloseIdleConnections()
-	for url, want := range map[string]string{tlsUp.URL: "HTTP/2.0", plainUp.URL: "HTTP/1.1"} {
+	for url, want := range map[string]string{h2Up.URL: "HTTP/2.0", tlsUp.URL: "HTTP/1.1", plainUp.URL: "HTTP/1.1"} {
 		res, err := (&http.Client{Transport: tr}).Get(url)
 		if err != nil {
 			t.Fatal(err)
 		}
 		got, err := io.ReadAll(res.Body)
 		res.Body.Close()
-		if err != nil || string(got) != want {
-			t.Fatalf("%s: upstream saw %q, %v; want %s", url, got, err, want)
+		if err != nil || !bytes.Equal(got, append([]byte(want+"\n"), stream...)) {
+			t.Fatalf("%s: got %d bytes, %v; want %s and the %d-byte stream", url, len(got), err, want, len(stream))
 		}
 	}
 }
