@@ -78,7 +78,7 @@ type upstreamConn struct {
 // are none reads the socket, waiting for it without holding a buffer.
 func (c *upstreamConn) Read(p []byte) (int, error) {
 	if c.unread == nil {
-		if c.raw == nil || len(p) >= upstreamReadBuffer {
+		if c.raw == nil || len(p) == 0 || len(p) >= upstreamReadBuffer {
 			return c.Conn.Read(p)
 		}
 		if err := c.fill(); err != nil {

@@ -204,13 +204,17 @@ func TestUpstreamConnRead(t *testing.T) {
 	}
 }
 
-// TestUpstreamConnReadWaits checks that a read waiting for the peer ends
-// at the connection's deadline with a timeout, holding no buffer, and that
-// the connection reads on afterwards; and that closing the connection ends
-// a waiting read.
+// TestUpstreamConnReadWaits checks that an empty read returns at once;
+// that a read waiting for the peer ends at the connection's deadline with
+// a timeout, holding no buffer, and that the connection reads on
+// afterwards; and that closing the connection ends a waiting read.
 func TestUpstreamConnReadWaits(t *testing.T) {
 	c, peer := upstreamPair(t)
 	uc := c.(*upstreamConn)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second)) // so that a read that waits fails rather than hangs
+	if n, err := c.Read(nil); n != 0 || err != nil {
+		t.Fatalf("an empty read = %d, %v; want 0, nil at once", n, err)
+	}
 	c.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
 	p := make([]byte, 100)
 	n, err := c.Read(p)
