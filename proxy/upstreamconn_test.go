@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -241,5 +242,72 @@ func TestUpstreamConnReadWaits(t *testing.T) {
 	c.Close()
 	if err := <-done; !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("a read waiting while the connection closed returned %v; want %v", err, net.ErrClosed)
+	}
+}
+
+// TestUpstreamConnWaitHoldsNoBuffer checks that reads waiting for their
+// sockets hold no buffer of their own: with 64 of them waiting (each seen
+// in the poller's wait in its stack), the heap holds far less than the
+// 64 × 32 KiB a read buffer each would take.
+func TestUpstreamConnWaitHoldsNoBuffer(t *testing.T) {
+	const n = 64
+	conns := make([]net.Conn, n)
+	bufs := make([][]byte, n)
+	for i := range conns {
+		conns[i], _ = upstreamPair(t)
+		conns[i].SetReadDeadline(time.Now().Add(time.Minute)) // a read that never waits fails, not hangs
+		bufs[i] = make([]byte, 4<<10)                         // as the Transport's reader asks
+	}
+	base := liveHeap()
+	done := make(chan error, n)
+	for i := range conns {
+		go func() {
+			_, err := conns[i].Read(bufs[i])
+			done <- err
+		}()
+	}
+	waitInPoller(t, n)
+	if held := int64(liveHeap()) - int64(base); held >= n*upstreamReadBuffer/4 {
+		t.Fatalf("%d waiting reads hold %d bytes of heap; want far less than a %d-byte buffer each", n, held, upstreamReadBuffer)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	for range conns {
+		if err := <-done; !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("a waiting read ended with %v; want %v once its connection closed", err, net.ErrClosed)
+		}
+	}
+}
+
+// liveHeap returns the heap's live bytes once two collections have also
+// emptied the buffer pools.
+func liveHeap() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// waitInPoller waits until n goroutines of the calling test wait in the
+// network poller for a socket to become readable, or fails after ten
+// seconds.
+func waitInPoller(t *testing.T, n int) {
+	t.Helper()
+	buf := make([]byte, 8<<20)
+	for end := time.Now().Add(10 * time.Second); ; runtime.Gosched() {
+		waiting := 0
+		for g := range strings.SplitSeq(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+			if strings.Contains(g, "waitRead") && strings.Contains(g, t.Name()+".func") {
+				waiting++
+			}
+		}
+		if waiting >= n {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatalf("%d of %d reads wait in the poller after ten seconds", waiting, n)
+		}
 	}
 }
