@@ -76,6 +76,16 @@ func BenchmarkDecode(b *testing.B) {
 // of eight vLLM calls once they are encoded (heap-B/episode): what a store
 // holds per unfinished episode, up to its bounds.
 func BenchmarkEncoderMemory(b *testing.B) {
+	for _, compact := range []bool{false, true} {
+		b.Run(map[bool]string{false: "running", true: "compacted"}[compact], func(b *testing.B) {
+			benchEncoderMemory(b, compact)
+		})
+	}
+}
+
+// benchEncoderMemory reports the heap an encoder of an eight-call vLLM
+// episode holds, after Compact (an idle episode's) if compact.
+func benchEncoderMemory(b *testing.B, compact bool) {
 	calls := vllmEpisode(8)
 	var encs []*EpisodeEncoder
 	var before, after runtime.MemStats
@@ -90,10 +100,18 @@ func BenchmarkEncoderMemory(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+		if compact {
+			enc.Compact()
+		}
 		encs = append(encs, enc)
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(len(encs)), "heap-B/episode")
+	bytes := 0
+	for _, e := range encs {
+		bytes += e.Bytes()
+	}
+	b.ReportMetric(float64(bytes)/float64(len(encs)), "est-B/episode")
 	runtime.KeepAlive(encs)
 }

@@ -238,15 +238,7 @@ func TestPackHighlyCompressible(t *testing.T) {
 // stores its whole prompt, and every call must still decode exactly, also
 // after the encoder is rebuilt from storage midway.
 func TestCodecTokensInterleaved(t *testing.T) {
-	threads := [3][]*Call{growingEpisode(12, 800), growingEpisode(12, 600), growingEpisode(12, 700)}
-	var calls []*Call
-	for i := range 12 {
-		for th := range threads {
-			c := *threads[th][i]
-			c.CallID = fmt.Sprintf("call-%02d-%d", i, th)
-			calls = append(calls, &c)
-		}
-	}
+	calls := interleave(growingEpisode(12, 800), growingEpisode(12, 600), growingEpisode(12, 700))
 	s, enc := writeRebuilt(t, calls, 18)
 	assertSameCalls(t, s.read(t), calls)
 	recent := enc.hist.order[len(enc.hist.order)-tokenWindow:]
@@ -314,18 +306,11 @@ func TestCodecTokensForks(t *testing.T) {
 // encoder keeps: such a call stores its metadata whole and its prompt ids
 // whole, and still reads back exactly.
 func TestCodecOldBase(t *testing.T) {
-	var calls []*Call
 	threads := make([][]*Call, 6)
 	for th := range threads {
 		threads[th] = growingEpisode(5, 500+100*th)
 	}
-	for i := range 5 {
-		for th := range threads {
-			c := *threads[th][i]
-			c.CallID = fmt.Sprintf("call-%02d-%d", i, th)
-			calls = append(calls, &c)
-		}
-	}
+	calls := interleave(threads...)
 	var s storedEpisode
 	enc := NewEpisodeEncoder(true)
 	for _, c := range calls {
@@ -366,4 +351,74 @@ func TestArrayRefsDuplicateKey(t *testing.T) {
 	if len(fr) != 1 || !slices.Equal(fr.get("messages"), b) || fr.get("tools") != nil {
 		t.Fatalf("arrayRefs = %+v, want messages' last refs only", fr)
 	}
+}
+
+// TestEncoderCompact compacts an encoder mid-episode, as a store does with
+// an idle episode: it keeps only the latest call, holds far less, and the
+// next call still stores only what it adds to it; a thread resuming from
+// before the latest call stores its prompt ids whole, and every call reads
+// back exactly.
+func TestEncoderCompact(t *testing.T) {
+	calls := growingEpisode(12, 2000)
+	var s storedEpisode
+	enc := NewEpisodeEncoder(true)
+	for _, c := range calls[:8] {
+		s.write(t, enc, c)
+	}
+	before := enc.Bytes()
+	if !enc.Compact() {
+		t.Fatal("Compact of an encoder with 8 calls let go of nothing")
+	}
+	if enc.Compact() {
+		t.Error("a second Compact let go of something")
+	}
+	if got := enc.hist.order; !slices.Equal(got, []string{calls[7].CallID}) || len(enc.hist.byID) != 1 {
+		t.Fatalf("compacted encoder remembers %v (%d by id), want only %s", got, len(enc.hist.byID), calls[7].CallID)
+	}
+	if after := enc.Bytes(); after > before/2 {
+		t.Errorf("compacted encoder holds %d bytes, %d before", after, before)
+	}
+	for _, c := range calls[8:] {
+		s.write(t, enc, c)
+	}
+	assertSameCalls(t, s.read(t), calls)
+	doc := storedDoc(t, s.units[8])
+	prev := calls[7].Tokens
+	if want := len(prev.PromptIDs) + len(prev.CompletionIDs); doc.base != calls[7].CallID || doc.tokPrefix != want || !doc.metaDelta {
+		t.Errorf("first call after Compact: base %q, token prefix %d, metadata delta %v; want base %s, prefix %d, delta",
+			doc.base, doc.tokPrefix, doc.metaDelta, calls[7].CallID, want)
+	}
+
+	// Two threads: after Compact, the thread that did not write last
+	// resumes against a call it no longer has.
+	mixed := interleave(growingEpisode(4, 900), growingEpisode(4, 700))
+	s, enc = storedEpisode{}, NewEpisodeEncoder(true)
+	for i, c := range mixed {
+		if i == 6 {
+			enc.Compact()
+		}
+		s.write(t, enc, c)
+	}
+	assertSameCalls(t, s.read(t), mixed)
+	// Its own last call (mixed[4]) is gone: it deltas against thread 1's,
+	// sharing at most their common start.
+	own := mixed[4].Tokens
+	if doc := storedDoc(t, s.units[6]); doc.base != mixed[5].CallID || doc.tokPrefix >= len(own.PromptIDs) {
+		t.Errorf("thread 0 after Compact: base %q, token prefix %d; want base %s and far less than its own last call's %d ids",
+			doc.base, doc.tokPrefix, mixed[5].CallID, len(own.PromptIDs))
+	}
+}
+
+// interleave returns the calls of threads (of one length) turn by turn, as
+// one episode's: call-TT-H is thread H's turn TT.
+func interleave(threads ...[]*Call) []*Call {
+	var calls []*Call
+	for i := range threads[0] {
+		for th := range threads {
+			c := *threads[th][i]
+			c.CallID = fmt.Sprintf("call-%02d-%d", i, th)
+			calls = append(calls, &c)
+		}
+	}
+	return calls
 }

@@ -496,6 +496,27 @@ func resolveBody(b *docBody, base fieldRefs) error {
 	return nil
 }
 
+// Compact lets go of every remembered call but the latest, which is all an
+// agent's next turn needs as its base: an episode that has gone quiet (its
+// rollout done but never finished, or waiting on a long tool run) then
+// holds a fraction of its state. A later call of the episode still
+// deduplicates its blocks and its prompt against the latest call; only a
+// subagent resuming a thread from before the latest call stores its
+// prompt ids whole. Compact reports whether it let go of anything. An
+// encoder is not observed once compacted.
+func (e *EpisodeEncoder) Compact() bool {
+	n := len(e.hist.order)
+	if n <= 1 {
+		return false
+	}
+	id := e.hist.order[n-1]
+	r := e.hist.byID[id]
+	r.toks, r.size = nil, 0
+	// Fresh ones: a map keeps its buckets after deletes.
+	e.hist = history{byID: map[string]*callRefs{id: r}, order: []string{id}}
+	return true
+}
+
 // Bytes estimates the memory the encoder's dedup state holds: the block
 // addresses it knows and the refs, token ids, layouts and metadata of the
 // calls it remembers. Stores bound their encoders by it.

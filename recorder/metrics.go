@@ -69,5 +69,8 @@ func dedupCollectors(d dedupStatser) []prometheus.Collector {
 		prometheus.NewCounterFunc(prometheus.CounterOpts(opts("dedup_rebuilds_total",
 			"Dedup states rebuilt by reading back an episode's stored calls: after a restart, after another replica wrote the episode, or after the bounds let an episode go while it ran.")),
 			func() float64 { return float64(d.DedupStats().Rebuilds) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts(opts("dedup_compactions_total",
+			"Dedup states cut down to their episode's latest call because the episode went the store's episode bound's worth of writes without a call.")),
+			func() float64 { return float64(d.DedupStats().Compactions) }),
 	}
 }

@@ -400,9 +400,10 @@ func (s *dedupStore) DedupStats() DedupStats { return s.stats }
 // TestPipelineDedupMetrics: a store that reports its dedup state gets it
 // exported as orchard_recorder_dedup_*; one that does not, no such metric.
 func TestPipelineDedupMetrics(t *testing.T) {
-	s := &dedupStore{fakeStore: newFakeStore(), stats: DedupStats{Episodes: 7, Bytes: 123456, Evictions: 42, Rebuilds: 5}}
+	s := &dedupStore{fakeStore: newFakeStore(), stats: DedupStats{Episodes: 7, Bytes: 123456, Evictions: 42, Rebuilds: 5, Compactions: 3}}
 	want := map[string]float64{"orchard_recorder_dedup_episodes": 7, "orchard_recorder_dedup_bytes": 123456,
-		"orchard_recorder_dedup_evictions_total": 42, "orchard_recorder_dedup_rebuilds_total": 5}
+		"orchard_recorder_dedup_evictions_total": 42, "orchard_recorder_dedup_rebuilds_total": 5,
+		"orchard_recorder_dedup_compactions_total": 3}
 	if got := dedupMetrics(t, NewPipeline(s, testOptions(t))); !maps.Equal(got, want) {
 		t.Errorf("dedup metrics %v, want %v", got, want)
 	}

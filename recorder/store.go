@@ -61,6 +61,10 @@ type DedupStats struct {
 	// steady rise with evictions means the bounds are too small for the
 	// episodes running at once.
 	Rebuilds uint64
+	// Compactions counts encoders compacted (see
+	// [EpisodeEncoder.Compact]) because their episode went a whole
+	// episode bound's worth of writes (MaxEncoders) without a call.
+	Compactions uint64
 }
 
 // Filter selects episodes in [Store.ListEpisodes]. Zero fields match all.

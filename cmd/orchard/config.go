@@ -105,7 +105,8 @@ func (c *proxyConfig) register(fs *pflag.FlagSet) {
 		"so that a call stores only what it adds to the episode's earlier calls; past it the least recently written episodes' state goes, "+
 		"and is rebuilt from their stored calls if they go on")
 	fs.IntVar(&c.DedupEpisodes, "dedup-episodes", 1024, "most episodes that keep dedup state in memory; keep it above the number of "+
-		"episodes that run at once (a rollout's parallel agents), or their calls rebuild it from the stored calls again and again")
+		"episodes that run at once (a rollout's parallel agents), or their calls rebuild it from the stored calls again and again; "+
+		"an episode that goes this many writes without a call keeps only its latest call's state")
 	c.serverLimits.register(fs)
 	cliconf.SetEnv(fs, "upstream-key", "ORCHARD_UPSTREAM_API_KEY")
 	cliconf.SetEnv(fs, "redis", "ORCHARD_REDIS_URL")

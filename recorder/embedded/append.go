@@ -197,7 +197,8 @@ func (s *Store) evictEncoderLocked() {
 func (s *Store) DedupStats() recorder.DedupStats {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return recorder.DedupStats{Episodes: len(s.encoders), Bytes: s.encoderSum, Evictions: s.evictions, Rebuilds: s.rebuilds}
+	return recorder.DedupStats{Episodes: len(s.encoders), Bytes: s.encoderSum, Evictions: s.evictions, Rebuilds: s.rebuilds,
+		Compactions: s.compactions}
 }
 
 // forgetEncoderLocked drops an episode's encoder.
@@ -219,8 +220,32 @@ func (s *Store) sizeEncodersLocked(eps map[string]int) {
 			s.encoderSize[ep] = n
 		}
 	}
+	s.compactIdleLocked()
 	for s.encoderSum > s.opts.MaxEncoderBytes && len(s.encoders) > 1 {
 		s.evictEncoderLocked()
+	}
+}
+
+// compactIdleLocked compacts the encoders of episodes that went
+// Options.MaxEncoders episode writes without one of theirs. An episode
+// that runs writes about once per round of the episodes running beside
+// it, which the bound is meant to exceed, so this finds the episodes that
+// stopped, or pause long, and leaves the running ones whole. It looks
+// every MaxEncoders/2 writes: a scan of at most MaxEncoders encoders.
+func (s *Store) compactIdleLocked() {
+	idle := uint64(s.opts.MaxEncoders)
+	if s.encoderTick-s.sweptTick < max(idle/2, 1) {
+		return
+	}
+	s.sweptTick = s.encoderTick
+	for ep, t := range s.encoderUse {
+		if s.encoderTick-t < idle || !s.encoders[ep].Compact() {
+			continue
+		}
+		n := s.encoders[ep].Bytes()
+		s.encoderSum += n - s.encoderSize[ep]
+		s.encoderSize[ep] = n
+		s.compactions++
 	}
 }
 

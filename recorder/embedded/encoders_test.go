@@ -145,3 +145,40 @@ func TestFinishDropsEncoder(t *testing.T) {
 	}
 	storetest.AssertCalls(t, got, a)
 }
+
+// TestIdleEncoderCompacts: an episode that goes MaxEncoders writes without
+// a call has its encoder compacted (less memory, counted), a running one
+// keeps its state whole, and the quiet episode's next call is encoded by
+// the same encoder, without a rebuild, and reads back exactly.
+func TestIdleEncoderCompacts(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{NoSync: true, MaxEncoders: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	quiet, busy := storetest.ChatEpisode("quiet", 4, 2000), storetest.ChatEpisode("busy", 10, 2000)
+	for _, c := range quiet[:3] {
+		storetest.Write(t, s, c)
+	}
+	enc, whole := s.encoders["quiet"], s.encoderSize["quiet"]
+	for i, c := range busy {
+		storetest.Write(t, s, c)
+		if st := s.DedupStats(); i < 7 && st.Compactions != 0 {
+			t.Fatalf("compacted after %d writes of another episode, bound 8", i+1)
+		}
+	}
+	st := s.DedupStats()
+	if st.Compactions != 1 || s.encoderSize["quiet"] >= whole/2 || st.Bytes != s.encoderSize["quiet"]+s.encoderSize["busy"] {
+		t.Fatalf("after 10 writes of another episode: %+v, quiet's encoder %d bytes (%d before); want 1 compaction, under half, sums equal",
+			st, s.encoderSize["quiet"], whole)
+	}
+	storetest.Write(t, s, quiet[3])
+	if s.encoders["quiet"] != enc || s.DedupStats().Rebuilds != 0 {
+		t.Fatalf("quiet's next call rebuilt its encoder (%d rebuilds)", s.DedupStats().Rebuilds)
+	}
+	got, err := s.Calls(context.Background(), "quiet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.AssertCalls(t, got, quiet)
+}

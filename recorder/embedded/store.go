@@ -38,7 +38,9 @@ type Options struct {
 	// Logger receives warnings about skipped corrupt frames. Nil discards.
 	Logger *slog.Logger
 	// MaxEncoders bounds how many episodes keep dedup state in memory
-	// (a few KB to a few hundred KB each). Default 1024.
+	// (a few KB to a few hundred KB each). Default 1024. An episode that
+	// goes this many writes without a call keeps only what its latest
+	// call needs (see [recorder.EpisodeEncoder.Compact]).
 	MaxEncoders int
 	// MaxEncoderBytes bounds the memory of that state, as
 	// [recorder.EpisodeEncoder.Bytes] estimates it: past it the least
@@ -78,6 +80,8 @@ type Store struct {
 	encoderSum  int            // of encoderSize
 	evictions   uint64         // encoders dropped by the bounds
 	rebuilds    uint64         // encoders rebuilt from stored calls
+	compactions uint64         // encoders compacted as idle
+	sweptTick   uint64         // encoderTick at the last look for idle encoders
 	finished    recorder.FinishedEncoders
 	broken      error // sticky write failure: the log tail may be inconsistent
 	damage      Damage

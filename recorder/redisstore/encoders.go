@@ -24,7 +24,8 @@ type episodeEncoder struct {
 	pos  int64
 	last string
 
-	size int // Bytes of enc when last sized; guarded by encoders.mu
+	size int    // Bytes of enc when last sized; guarded by encoders.mu
+	used uint64 // encoders.tick when last got; guarded by encoders.mu
 }
 
 // resetLocked forgets the state: the next write starts from a fresh encoder
@@ -46,6 +47,9 @@ type encoders struct {
 	bytes    int        // sum of the entries' size
 	evicted  uint64     // entries dropped by the bounds
 	finished recorder.FinishedEncoders
+	tick     uint64 // gets so far
+	swept    uint64 // tick at the last look for idle entries
+	compacts uint64 // encoders compacted as idle
 }
 
 func newEncoders(max, maxBytes int) *encoders {
@@ -84,18 +88,22 @@ func (c *encoders) evictLocked() {
 func (c *encoders) stats() recorder.DedupStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return recorder.DedupStats{Episodes: c.lru.Len(), Bytes: c.bytes, Evictions: c.evicted, Rebuilds: c.rebuilt.Load()}
+	return recorder.DedupStats{Episodes: c.lru.Len(), Bytes: c.bytes, Evictions: c.evicted, Rebuilds: c.rebuilt.Load(),
+		Compactions: c.compacts}
 }
 
 // get returns the episode's encoder entry, creating it, and marks it used.
 func (c *encoders) get(id string) *episodeEncoder {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.tick++
 	if el := c.m[id]; el != nil {
 		c.lru.MoveToFront(el)
-		return el.Value.(*episodeEncoder)
+		e := el.Value.(*episodeEncoder)
+		e.used = c.tick
+		return e
 	}
-	e := &episodeEncoder{id: id}
+	e := &episodeEncoder{id: id, used: c.tick}
 	c.m[id] = c.lru.PushFront(e)
 	for c.lru.Len() > c.max {
 		c.evictLocked()
@@ -133,4 +141,34 @@ func (c *encoders) wrote(n int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.finished.Wrote(n, c.dropLocked)
+	c.compactIdleLocked()
+}
+
+// compactIdleLocked compacts the encoders of episodes that went max
+// episode writes without one of theirs, as the embedded store does: the
+// running episodes, each written about once per round of those beside
+// it, stay whole. It looks every max/2 writes, from the least recently
+// used entry on, and skips an encoder in use.
+func (c *encoders) compactIdleLocked() {
+	idle := uint64(c.max)
+	if c.tick-c.swept < max(idle/2, 1) {
+		return
+	}
+	c.swept = c.tick
+	for el := c.lru.Back(); el != nil; el = el.Prev() {
+		e := el.Value.(*episodeEncoder)
+		if c.tick-e.used < idle {
+			return
+		}
+		if !e.mu.TryLock() {
+			continue
+		}
+		if e.enc != nil && e.enc.Compact() {
+			n := e.enc.Bytes()
+			c.bytes += n - e.size
+			e.size = n
+			c.compacts++
+		}
+		e.mu.Unlock()
+	}
 }

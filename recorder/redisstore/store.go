@@ -31,7 +31,9 @@ type Options struct {
 	NoDedup bool
 	// MaxEncoders bounds how many episodes keep a dedup encoder in memory
 	// (least recently written first out; default 1024). An evicted
-	// episode's encoder is rebuilt from Redis on its next write.
+	// episode's encoder is rebuilt from Redis on its next write. An
+	// episode that goes this many writes without a call keeps only what
+	// its latest call needs (see [recorder.EpisodeEncoder.Compact]).
 	MaxEncoders int
 	// MaxEncoderBytes bounds the memory of those encoders, as
 	// [recorder.EpisodeEncoder.Bytes] estimates it (least recently written

@@ -31,6 +31,7 @@ func TestBackends(t *testing.T) {
 				{"ConcurrentReplicas", testConcurrentReplicas},
 				{"EncoderBytes", testEncoderBytes},
 				{"EncoderEvictions", testEncoderEvictions},
+				{"IdleEncoderCompacts", testIdleEncoderCompacts},
 				{"FinishDropsEncoder", testFinishDropsEncoder},
 				{"DeleteUnderReplica", testDeleteUnderReplica},
 				{"IndexMoves", testIndexMoves},
@@ -186,6 +187,40 @@ func testEncoderEvictions(t *testing.T, url string) {
 	if st := a.DedupStats(); st.Episodes != 3 || st.Evictions != 17 || st.Bytes == 0 {
 		t.Fatalf("DedupStats %+v, want 3 episodes and 17 evictions", st)
 	}
+}
+
+// testIdleEncoderCompacts: an episode that goes MaxEncoders writes without
+// a call has its encoder compacted (less memory, counted), a running one
+// keeps its state whole, and the quiet episode's next call is encoded
+// without a rebuild and reads back exactly.
+func testIdleEncoderCompacts(t *testing.T, url string) {
+	a := openT(t, url, Options{MaxEncoders: 8})
+	quiet, busy := chatEpisode("quiet", 4, 2000), chatEpisode("busy", 10, 2000)
+	for _, c := range quiet[:3] {
+		writeT(t, a, c)
+	}
+	size := func(ep string) int {
+		a.encs.mu.Lock()
+		defer a.encs.mu.Unlock()
+		return a.encs.m[ep].Value.(*episodeEncoder).size
+	}
+	whole := size("quiet")
+	for i, c := range busy {
+		writeT(t, a, c)
+		if st := a.DedupStats(); i < 7 && st.Compactions != 0 {
+			t.Fatalf("compacted after %d writes of another episode, bound 8", i+1)
+		}
+	}
+	st := a.DedupStats()
+	if st.Compactions != 1 || size("quiet") >= whole/2 || st.Bytes != size("quiet")+size("busy") {
+		t.Fatalf("after 10 writes of another episode: %+v, quiet's encoder %d bytes (%d before); want 1 compaction, under half, sums equal",
+			st, size("quiet"), whole)
+	}
+	writeT(t, a, quiet[3])
+	if n := a.DedupStats().Rebuilds; n != 0 {
+		t.Fatalf("quiet's next call rebuilt its encoder (%d rebuilds)", n)
+	}
+	assertCalls(t, callsT(t, a, "quiet"), quiet)
 }
 
 // goWrite runs write(0..n-1) on n goroutines and fails t with their errors.
