@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -79,7 +80,6 @@ func (s *Store) writeCallsLocked(calls []*recorder.Call) (int64, error) {
 	if len(packs) == 0 {
 		return s.appended, nil
 	}
-	packAll(packs)
 	size := 0
 	for _, j := range packs {
 		size += frameHeader + len(j.payload)
@@ -121,16 +121,27 @@ type encodeGroup struct {
 	jobs []int // indexes into the write's packJobs
 }
 
-// encodeAll encodes every episode's calls in order, episodes side by side:
-// an encoder is the one piece of state, and each is one episode's. It
-// returns the first failed call's error in write order; the encoders are
-// then unusable for this write.
+// encodeAll encodes every episode's calls in order, episodes side by side
+// (an encoder is the one piece of state, and each is one episode's), and
+// compresses them. It returns the first failed call's error in write
+// order; the encoders are then unusable for this write.
+//
+// With an episode for each goroutine or more, a call is compressed as
+// soon as it is encoded, so that a write holds one uncompressed document
+// per goroutine rather than one per call: with vLLM's logprobs a document
+// is tens of KB, and a rollout's first turns, ending together, make writes
+// of hundreds of calls. With fewer episodes the calls are compressed side
+// by side afterwards, which keeps every goroutine busy.
 func encodeAll(groups []encodeGroup, packs []packJob) error {
+	inline := len(groups) >= runtime.GOMAXPROCS(0)
 	encode := func(g *encodeGroup) {
 		for _, i := range g.jobs {
 			j := &packs[i]
 			if j.doc, j.blocks, j.err = g.enc.Encode(j.call); j.err != nil {
 				return // later calls of the episode would dedup against it
+			}
+			if inline {
+				j.pack()
 			}
 		}
 	}
@@ -140,18 +151,18 @@ func encodeAll(groups []encodeGroup, packs []packJob) error {
 			return fmt.Errorf("encode call %s: %w", j.call.CallID, j.err)
 		}
 	}
+	if !inline {
+		recorder.RunWriteJobs(len(packs), len(packs), func(i int) { packs[i].pack() })
+	}
 	return nil
 }
 
-// packAll compresses the calls of a write side by side: compressing each
-// call's document and new blocks needs no shared state.
-func packAll(jobs []packJob) {
-	recorder.RunWriteJobs(len(jobs), len(jobs), func(i int) {
-		j := &jobs[i]
-		j.payload = recorder.Pack(j.payload, j.doc, j.blocks)
-		recorder.ReleaseDoc(j.doc)
-		j.doc, j.call = nil, nil
-	})
+// pack compresses the job's document and new blocks into its payload and
+// hands the document back.
+func (j *packJob) pack() {
+	j.payload = recorder.Pack(j.payload, j.doc, j.blocks)
+	recorder.ReleaseDoc(j.doc)
+	j.doc, j.call = nil, nil
 }
 
 // payloadBufs recycles the frame payloads of a write, which go into the
