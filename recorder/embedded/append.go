@@ -8,48 +8,40 @@ import (
 	"github.com/orchard-rl/orchard/recorder"
 )
 
-// appendLocked writes frames (whole frames, already framed) to the active
+// appendLocked writes frames (whole frames, in order) to the active
 // segment in one write, rotating first if the segment is full, and applies
 // them to the index. It returns the logical end position to wait on with
 // waitDurable. A failed write is cut back off the file so that the log
 // never keeps a torn frame in its middle; if even that fails, the store
 // refuses further writes.
-func (s *Store) appendLocked(buf []byte, payloads []framed) (int64, error) {
+func (s *Store) appendLocked(frames ...[]byte) (int64, error) {
 	if err := s.writableLocked(); err != nil {
 		return 0, err
 	}
-	if s.size > 0 && s.size+int64(len(buf)) > s.opts.SegmentBytes {
+	size := int64(0)
+	for _, f := range frames {
+		size += int64(len(f))
+	}
+	if s.size > 0 && s.size+size > s.opts.SegmentBytes {
 		if err := s.rotateLocked(); err != nil {
 			return 0, err
 		}
 	}
-	if _, err := s.active.Write(buf); err != nil {
+	if err := writeAll(s.active, frames); err != nil {
 		if terr := s.active.Truncate(s.size); terr != nil {
 			s.broken = fmt.Errorf("log tail unrecoverable after %w: %w", err, terr)
 		}
 		return 0, fmt.Errorf("append to log: %w", err)
 	}
 	seg := s.segs[len(s.segs)-1]
-	for _, p := range payloads {
-		if err := s.idx.apply(seg, s.size+p.off, p.payload); err != nil {
+	for _, f := range frames {
+		if err := s.idx.apply(seg, s.size, f[frameHeader:]); err != nil {
 			return 0, fmt.Errorf("index own frame: %w", err) // unreachable: we built it
 		}
+		s.size += int64(len(f))
 	}
-	s.size += int64(len(buf))
-	s.appended += int64(len(buf))
+	s.appended += size
 	return s.appended, nil
-}
-
-// framed is a payload and the offset of its frame within an append buffer.
-type framed struct {
-	off     int64
-	payload []byte
-}
-
-// addFrame appends payload as a frame to buf and records it.
-func addFrame(buf []byte, fs []framed, payload []byte) ([]byte, []framed) {
-	fs = append(fs, framed{off: int64(len(buf)), payload: payload})
-	return appendFrame(buf, payload), fs
 }
 
 func (s *Store) writableLocked() error {

@@ -25,6 +25,14 @@ func appendFrame(dst, payload []byte) []byte {
 	return append(dst, payload...)
 }
 
+// sealFrame makes frame, whose first frameHeader bytes were left for it,
+// one frame of the payload after them, in place.
+func sealFrame(frame []byte) {
+	payload := frame[frameHeader:]
+	binary.LittleEndian.PutUint32(frame, uint32(len(payload)))
+	binary.LittleEndian.PutUint32(frame[4:], crc32.Checksum(payload, crcTable))
+}
+
 // errTorn reports a frame that is incomplete or fails its CRC: the tail of
 // a log being written, or the remains of a crash mid-append.
 var errTorn = errors.New("torn frame")

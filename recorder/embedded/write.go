@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"slices"
 	"sync"
 	"time"
 
@@ -69,9 +68,12 @@ func (s *Store) writeCallsLocked(calls []*recorder.Call) (int64, error) {
 			c = &cc
 		}
 		groups[gi].jobs = append(groups[gi].jobs, len(packs))
-		bp := payloadBufs.Get().(*[]byte)
+		bp := frameBufs.Get().(*[]byte)
+		// The frame starts with room for its header, which sealFrame fills
+		// in: the frames go to the file as they are, not copied into one
+		// buffer.
 		packs = append(packs, packJob{call: c, buf: bp,
-			payload: appendCallHeader((*bp)[:0], callHeader{episode: ep, callID: c.CallID, started: c.StartedAt})})
+			frame: appendCallHeader(append((*bp)[:0], make([]byte, frameHeader)...), callHeader{episode: ep, callID: c.CallID, started: c.StartedAt})})
 	}
 	if err := encodeAll(groups, packs); err != nil {
 		s.dropEncoders(touched) // some of them took calls that will not be stored
@@ -80,19 +82,13 @@ func (s *Store) writeCallsLocked(calls []*recorder.Call) (int64, error) {
 	if len(packs) == 0 {
 		return s.appended, nil
 	}
-	size := 0
-	for _, j := range packs {
-		size += frameHeader + len(j.payload)
+	frames := make([][]byte, len(packs))
+	for i := range packs {
+		sealFrame(packs[i].frame)
+		frames[i] = packs[i].frame
 	}
-	wb := writeBufs.Get().(*writeBuf)
-	// Sized up front: grown by appends, they were copied again and again.
-	buf, frames := slices.Grow(wb.buf[:0], size), slices.Grow(wb.frames[:0], len(packs))
-	for _, j := range packs {
-		buf, frames = addFrame(buf, frames, j.payload)
-	}
-	pos, err := s.appendLocked(buf, frames)
-	wb.release(buf, frames)
-	releasePayloads(packs)
+	pos, err := s.appendLocked(frames...)
+	releaseFrames(packs)
 	if err != nil {
 		s.dropEncoders(touched) // they think blocks were stored that were not
 		return pos, err
@@ -102,16 +98,16 @@ func (s *Store) writeCallsLocked(calls []*recorder.Call) (int64, error) {
 	return pos, nil
 }
 
-// packJob is one call of a write: the call, its frame payload (the call
-// header, to which Pack appends the compressed document and blocks), and
-// what encoding it gave.
+// packJob is one call of a write: the call, its frame (room for the
+// frame header, then the call header, to which Pack appends the compressed
+// document and blocks), and what encoding it gave.
 type packJob struct {
-	call    *recorder.Call
-	payload []byte
-	buf     *[]byte // holds payload in payloadBufs once the write is done
-	doc     []byte
-	blocks  []recorder.Block
-	err     error
+	call   *recorder.Call
+	frame  []byte
+	buf    *[]byte // holds frame in frameBufs once the write is done
+	doc    []byte
+	blocks []recorder.Block
+	err    error
 }
 
 // encodeGroup is the calls of one episode in a write, in their order, and
@@ -157,48 +153,28 @@ func encodeAll(groups []encodeGroup, packs []packJob) error {
 	return nil
 }
 
-// pack compresses the job's document and new blocks into its payload and
+// pack compresses the job's document and new blocks into its frame and
 // hands the document back.
 func (j *packJob) pack() {
-	j.payload = recorder.Pack(j.payload, j.doc, j.blocks)
+	j.frame = recorder.Pack(j.frame, j.doc, j.blocks)
 	recorder.ReleaseDoc(j.doc)
 	j.doc, j.call = nil, nil
 }
 
-// payloadBufs recycles the frame payloads of a write, which go into the
-// write's buffer and the index (which copies what it keeps). Each was a
-// new buffer grown by appends from the call header's size to the packed
-// call's.
-var payloadBufs = sync.Pool{New: func() any { return new([]byte) }}
+// frameBufs recycles the frames of a write, which go to the file and the
+// index (which copies what it keeps). Each was a new buffer grown by
+// appends from the call header's size to the packed call's.
+var frameBufs = sync.Pool{New: func() any { return new([]byte) }}
 
-// writeBuf is the buffer a write's frames are appended in, and their list;
-// writeBufs recycles them once the write is on the file.
-type writeBuf struct {
-	buf    []byte
-	frames []framed
-}
-
-var writeBufs = sync.Pool{New: func() any { return new(writeBuf) }}
-
-// release hands buf and frames back to writeBufs, unless buf is huge.
-func (w *writeBuf) release(buf []byte, frames []framed) {
-	if cap(buf) > 16<<20 {
-		return
-	}
-	clear(frames) // the payloads go back to their own pool
-	w.buf, w.frames = buf[:0], frames[:0]
-	writeBufs.Put(w)
-}
-
-// releasePayloads hands the payloads of a finished write to payloadBufs.
-func releasePayloads(packs []packJob) {
+// releaseFrames hands the frames of a finished write to frameBufs.
+func releaseFrames(packs []packJob) {
 	for i := range packs {
 		j := &packs[i]
-		if j.buf != nil && cap(j.payload) <= 1<<20 { // a huge one goes to the GC
-			*j.buf = j.payload[:0]
-			payloadBufs.Put(j.buf)
+		if j.buf != nil && cap(j.frame) <= 1<<20 { // a huge one goes to the GC
+			*j.buf = j.frame[:0]
+			frameBufs.Put(j.buf)
 		}
-		j.payload, j.buf = nil, nil
+		j.frame, j.buf = nil, nil
 	}
 }
 
@@ -258,13 +234,13 @@ func (s *Store) CreateEpisode(ctx context.Context, ep *recorder.Episode) error {
 	if err != nil {
 		return err
 	}
-	buf, frames := addFrame(nil, nil, p)
+	frame := appendFrame(nil, p)
 	s.mu.Lock()
 	if s.idx.eps[ep.ID] != nil {
 		s.mu.Unlock()
 		return fmt.Errorf("create episode %s: %w", ep.ID, recorder.ErrExists)
 	}
-	pos, err := s.appendLocked(buf, frames)
+	pos, err := s.appendLocked(frame)
 	s.mu.Unlock()
 	if err != nil {
 		return err
@@ -296,8 +272,7 @@ func (s *Store) AppendEvent(ctx context.Context, ev *recorder.Event) (int64, err
 		s.mu.Unlock()
 		return 0, fmt.Errorf("append event to %s: %w", e.EpisodeID, err)
 	}
-	buf, frames := addFrame(nil, nil, append([]byte{typeEvent}, p...))
-	pos, err := s.appendLocked(buf, frames)
+	pos, err := s.appendLocked(appendFrame(nil, append([]byte{typeEvent}, p...)))
 	s.mu.Unlock()
 	if err != nil {
 		return 0, err
@@ -322,8 +297,7 @@ func (s *Store) DeleteEpisode(ctx context.Context, id string) error {
 		return fmt.Errorf("delete episode %s: %w", id, recorder.ErrNotFound)
 	}
 	s.forgetEncoderLocked(id)
-	buf, frames := addFrame(nil, nil, append([]byte{typeDelete}, id...))
-	pos, err := s.appendLocked(buf, frames)
+	pos, err := s.appendLocked(appendFrame(nil, append([]byte{typeDelete}, id...)))
 	s.mu.Unlock()
 	if err != nil {
 		return err
@@ -332,9 +306,9 @@ func (s *Store) DeleteEpisode(ctx context.Context, id string) error {
 }
 
 func (s *Store) appendOne(payload []byte) error {
-	buf, frames := addFrame(nil, nil, payload)
+	frame := appendFrame(nil, payload)
 	s.mu.Lock()
-	pos, err := s.appendLocked(buf, frames)
+	pos, err := s.appendLocked(frame)
 	s.mu.Unlock()
 	if err != nil {
 		return err
