@@ -4,7 +4,6 @@ package embedded
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -69,7 +68,7 @@ func TestAdvance(t *testing.T) {
 	mk := func() [][]byte { return [][]byte{[]byte("ab"), nil, []byte("cde"), []byte("f")} }
 	for n, want := range map[int]string{0: "ab||cde|f", 1: "b||cde|f", 2: "|cde|f", 3: "de|f", 5: "f", 6: ""} {
 		got := advance(mk(), n)
-		if s := fmt.Sprintf("%s", bytes.Join(got, []byte("|"))); s != want {
+		if s := string(bytes.Join(got, []byte("|"))); s != want {
 			t.Errorf("advance(%d) = %q, want %q", n, s, want)
 		}
 	}
