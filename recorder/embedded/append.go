@@ -218,20 +218,14 @@ func (s *Store) sizeEncodersLocked(eps map[string]int) {
 	}
 }
 
-// compactIdleLocked compacts the encoders of episodes that went
-// Options.MaxEncoders episode writes without one of theirs. An episode
-// that runs writes about once per round of the episodes running beside
-// it, which the bound is meant to exceed, so this finds the episodes that
-// stopped, or pause long, and leaves the running ones whole. It looks
-// every MaxEncoders/2 writes: a scan of at most MaxEncoders encoders.
+// compactIdleLocked compacts the encoders of the episodes s.idle finds
+// idle, when a look is due.
 func (s *Store) compactIdleLocked() {
-	idle := uint64(s.opts.MaxEncoders)
-	if s.encoderTick-s.sweptTick < max(idle/2, 1) {
+	if !s.idle.Due(s.encoderTick) {
 		return
 	}
-	s.sweptTick = s.encoderTick
 	for ep, t := range s.encoderUse {
-		if s.encoderTick-t < idle || !s.encoders[ep].Compact() {
+		if !s.idle.Idle(s.encoderTick, t) || !s.encoders[ep].Compact() {
 			continue
 		}
 		n := s.encoders[ep].Bytes()

@@ -81,7 +81,7 @@ type Store struct {
 	evictions   uint64         // encoders dropped by the bounds
 	rebuilds    uint64         // encoders rebuilt from stored calls
 	compactions uint64         // encoders compacted as idle
-	sweptTick   uint64         // encoderTick at the last look for idle encoders
+	idle        recorder.IdleEncoders
 	finished    recorder.FinishedEncoders
 	broken      error // sticky write failure: the log tail may be inconsistent
 	damage      Damage
@@ -136,7 +136,7 @@ func newStore(dir string, opts Options, readOnly bool) *Store {
 	s := &Store{
 		dir: dir, opts: opts, readOnly: readOnly, log: opts.Logger,
 		idx: newIndex(), files: map[int]*os.File{}, encoders: map[string]*recorder.EpisodeEncoder{},
-		encoderUse: map[string]uint64{}, encoderSize: map[string]int{},
+		encoderUse: map[string]uint64{}, encoderSize: map[string]int{}, idle: recorder.IdleEncoders{Max: opts.MaxEncoders},
 	}
 	s.syncCond = sync.NewCond(&s.syncMu)
 	return s

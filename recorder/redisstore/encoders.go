@@ -48,12 +48,13 @@ type encoders struct {
 	evicted  uint64     // entries dropped by the bounds
 	finished recorder.FinishedEncoders
 	tick     uint64 // gets so far
-	swept    uint64 // tick at the last look for idle entries
+	idle     recorder.IdleEncoders
 	compacts uint64 // encoders compacted as idle
 }
 
 func newEncoders(max, maxBytes int) *encoders {
-	return &encoders{max: max, maxBytes: maxBytes, m: map[string]*list.Element{}, lru: list.New()}
+	return &encoders{max: max, maxBytes: maxBytes, m: map[string]*list.Element{}, lru: list.New(),
+		idle: recorder.IdleEncoders{Max: max}}
 }
 
 // removeLocked drops the entry el.
@@ -144,20 +145,16 @@ func (c *encoders) wrote(n int) {
 	c.compactIdleLocked()
 }
 
-// compactIdleLocked compacts the encoders of episodes that went max
-// episode writes without one of theirs, as the embedded store does: the
-// running episodes, each written about once per round of those beside
-// it, stay whole. It looks every max/2 writes, from the least recently
-// used entry on, and skips an encoder in use.
+// compactIdleLocked compacts the encoders of the episodes c.idle finds
+// idle, when a look is due: from the least recently used entry on,
+// skipping an encoder in use.
 func (c *encoders) compactIdleLocked() {
-	idle := uint64(c.max)
-	if c.tick-c.swept < max(idle/2, 1) {
+	if !c.idle.Due(c.tick) {
 		return
 	}
-	c.swept = c.tick
 	for el := c.lru.Back(); el != nil; el = el.Prev() {
 		e := el.Value.(*episodeEncoder)
-		if c.tick-e.used < idle {
+		if !c.idle.Idle(c.tick, e.used) {
 			return
 		}
 		if !e.mu.TryLock() {
