@@ -422,3 +422,16 @@ func interleave(threads ...[]*Call) []*Call {
 	}
 	return calls
 }
+
+// TestEncoderBytesAllocs: sizing an encoder, which the stores do for each
+// episode a write touches, allocates nothing.
+func TestEncoderBytesAllocs(t *testing.T) {
+	var s storedEpisode
+	enc := NewEpisodeEncoder(true)
+	for _, c := range growingEpisode(6, 500) {
+		s.write(t, enc, c)
+	}
+	if allocs := testing.AllocsPerRun(50, func() { _ = enc.Bytes() }); allocs > 0 {
+		t.Errorf("Bytes of a 6-call encoder allocated %.1f times", allocs)
+	}
+}

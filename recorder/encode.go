@@ -526,15 +526,18 @@ func (e *EpisodeEncoder) Bytes() int { return e.size((*callRefs).bytes) }
 // sequence's arrays aside) from perCall.
 func (e *EpisodeEncoder) size(perCall func(*callRefs) int) int {
 	n := 256 + len(e.known)*(len(BlockHash{})+mapEntry)
-	arrays := sharedArrays(make([]unsafe.Pointer, 0, 64))
+	arrays := make(sharedArrays, 0, 64) // on the stack unless it grows
+	var k int
 	for id, r := range e.hist.byID {
 		n += len(id) + mapEntry + perCall(r)
 		if r.seq != nil {
-			n += countArray(&arrays, r.seq.blocks, len(tokHash{})*8)
+			k, arrays = countArray(arrays, r.seq.blocks, len(tokHash{})*8)
+			n += k
 		}
 		for _, refs := range [2]fieldRefs{r.req, r.resp} {
 			for _, kr := range refs {
-				n += countArray(&arrays, kr.refs, len(BlockHash{}))
+				k, arrays = countArray(arrays, kr.refs, len(BlockHash{}))
+				n += k
 			}
 		}
 	}
@@ -546,14 +549,13 @@ func (e *EpisodeEncoder) size(perCall func(*callRefs) int) int {
 type sharedArrays []unsafe.Pointer
 
 // countArray returns the size of s's array, elem bytes per element of its
-// capacity, unless a counted it before.
-func countArray[T any](a *sharedArrays, s []T, elem int) int {
+// capacity, unless a counted it before, and a with that array added.
+func countArray[T any](a sharedArrays, s []T, elem int) (int, sharedArrays) {
 	p := unsafe.Pointer(unsafe.SliceData(s))
-	if p == nil || slices.Contains(*a, p) {
-		return 0
+	if p == nil || slices.Contains(a, p) {
+		return 0, a
 	}
-	*a = append(*a, p)
-	return cap(s) * elem
+	return cap(s) * elem, append(a, p)
 }
 
 func (r *callRefs) bytes() int {

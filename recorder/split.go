@@ -220,6 +220,9 @@ func cutArrayFast(body []byte, i int) (field, int, bool) {
 		return field{}, 0, false
 	}
 	f.lead = body[i+1 : j]
+	// The elements' extents, on the stack for most arrays, so that refs
+	// and data are made once at their length instead of grown.
+	bounds := make([]int, 0, 64)
 	for {
 		if j >= len(body) {
 			return field{}, 0, false
@@ -228,8 +231,7 @@ func cutArrayFast(body []byte, i int) (field, int, bool) {
 		if e <= j || e > len(body) {
 			return field{}, 0, false
 		}
-		f.refs = append(f.refs, HashBlock(body[j:e]))
-		f.data = append(f.data, body[j:e])
+		bounds = append(bounds, j, e)
 		k := jsonscan.SkipSpace(body, e)
 		if k >= len(body) {
 			return field{}, 0, false
@@ -237,10 +239,11 @@ func cutArrayFast(body []byte, i int) (field, int, bool) {
 		switch body[k] {
 		case ']':
 			f.trail = body[e:k]
+			f.refs, f.data = blocksAt(body, bounds)
 			return f, k + 1, true
 		case ',':
 			n := jsonscan.SkipSpace(body, k+1)
-			if gap := body[e:n]; len(f.refs) == 1 {
+			if gap := body[e:n]; len(bounds) == 2 {
 				f.sep = gap
 			} else if !bytes.Equal(gap, f.sep) {
 				return field{}, 0, false
@@ -250,6 +253,17 @@ func cutArrayFast(body []byte, i int) (field, int, bool) {
 			return field{}, 0, false
 		}
 	}
+}
+
+// blocksAt returns the blocks of body between each pair of bounds (start,
+// end, start, end, ...) and their hashes.
+func blocksAt(body []byte, bounds []int) ([]BlockHash, [][]byte) {
+	refs, data := make([]BlockHash, len(bounds)/2), make([][]byte, len(bounds)/2)
+	for k := range refs {
+		data[k] = body[bounds[2*k]:bounds[2*k+1]]
+		refs[k] = HashBlock(data[k])
+	}
+	return refs, data
 }
 
 // splitGJSON is splitBody with gjson, for the bodies splitFast leaves.

@@ -3,7 +3,9 @@ package recorder
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -135,5 +137,31 @@ func TestLazyLayout(t *testing.T) {
 	}
 	if lazy != 4 {
 		t.Errorf("%d of 4 responses left their layout to the document, want 4", lazy)
+	}
+}
+
+// TestCutArrayAllocs: cutting an array allocates its refs and data once,
+// at their length, however many elements it has (up to the 32 whose
+// extents are gathered on the stack).
+func TestCutArrayAllocs(t *testing.T) {
+	for _, n := range []int{1, 5, 16, 32} {
+		elems := make([]string, n)
+		for i := range elems {
+			elems[i] = fmt.Sprintf(`{"role":"user","content":"message %d"}`, i)
+		}
+		body := []byte("[" + strings.Join(elems, ",") + "]")
+		var f field
+		allocs := testing.AllocsPerRun(50, func() {
+			var ok bool
+			if f, _, ok = cutArrayFast(body, 0); !ok {
+				t.Fatal("not cut")
+			}
+		})
+		if allocs != 2 || len(f.refs) != n || cap(f.refs) != n || cap(f.data) != n {
+			t.Errorf("%d elements: %.1f allocations, refs %d/%d, data cap %d; want 2 and %d", n, allocs, len(f.refs), cap(f.refs), cap(f.data), n)
+		}
+		if got := string(body[:1]) + string(bytes.Join(f.data, f.sep)) + "]"; got != string(body) {
+			t.Errorf("%d elements: blocks join to %q", n, got)
+		}
 	}
 }
