@@ -19,6 +19,7 @@ import (
 // ProcStat is a process's resource use so far.
 type ProcStat struct {
 	CPU     time.Duration // user + system time of all its threads
+	Sys     time.Duration // the system (kernel) part of CPU
 	PeakRSS int64         // bytes, VmHWM
 	RSS     int64         // bytes, VmRSS
 	// Anon is the part of RSS that is the process's own memory (RssAnon):

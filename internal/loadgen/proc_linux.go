@@ -12,7 +12,8 @@ import (
 // is 100 on every Linux architecture Go supports.
 const clockTicks = 100
 
-// readProc reads a process's CPU time (user + system, all threads), its
+// readProc reads a process's CPU time (user + system, all threads, and the
+// system part), its
 // peak and current resident set size, and its read and write system calls
 // from /proc.
 func readProc(pid int) (ProcStat, error) {
@@ -34,6 +35,7 @@ func readProc(pid int) (ProcStat, error) {
 		return st, fmt.Errorf("parse /proc/%d/stat cpu times", pid)
 	}
 	st.CPU = time.Duration(ut+stt) * time.Second / clockTicks
+	st.Sys = time.Duration(stt) * time.Second / clockTicks
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return st, fmt.Errorf("read process status: %w", err)

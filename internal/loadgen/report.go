@@ -90,7 +90,12 @@ type Cell struct {
 	AddedTTFBP50 float64 `json:"added_ttfb_p50_ms"`
 	// CPU seconds per 1000 samples: the proxy process (0 for a), the
 	// upstream, Redis and the load generator.
-	ProxyCPU  float64 `json:"proxy_cpu_s_per_1k"`
+	ProxyCPU float64 `json:"proxy_cpu_s_per_1k"`
+	// ProxySys is the part of ProxyCPU spent in the kernel (system time):
+	// mostly loopback TCP, which the bare proxy pays as well; what a
+	// recording proxy adds is mostly user time. How the two split differs
+	// between machines, and with it the ratios of CPU per request.
+	ProxySys  float64 `json:"proxy_sys_cpu_s_per_1k,omitempty"`
 	UpCPU     float64 `json:"upstream_cpu_s_per_1k"`
 	RedisCPU  float64 `json:"redis_cpu_s_per_1k,omitempty"`
 	ClientCPU float64 `json:"client_cpu_s_per_1k"`
@@ -208,6 +213,7 @@ func (cr *cellRun) cell(k cellKey, t target) Cell {
 		return round(d.Seconds()*1000/float64(c.Requests), 3)
 	}
 	c.ProxyCPU, c.UpCPU, c.RedisCPU, c.ClientCPU = per1k(cr.proxyCPU), per1k(cr.upCPU), per1k(cr.redisCPU), per1k(cr.clientCPU)
+	c.ProxySys = per1k(cr.proxySys)
 	if c.Requests > 0 { // a runs no proxy: its counts are 0, which omitempty leaves out
 		c.ProxyReads = round(float64(cr.proxyReads)/float64(c.Requests), 1)
 		c.ProxyWrites = round(float64(cr.proxyWrites)/float64(c.Requests), 1)

@@ -69,6 +69,9 @@ func TestReadProcSelf(t *testing.T) {
 	if st.PeakRSS <= 0 || st.RSS <= 0 || st.PeakRSS < st.RSS {
 		t.Errorf("readProc(self) = %+v, want 0 < RSS <= PeakRSS", st)
 	}
+	if st.Sys < 0 || st.Sys > st.CPU {
+		t.Errorf("readProc(self): system time %v of %v CPU, want a part of it", st.Sys, st.CPU)
+	}
 	// Ten writes of this process's own make syscw grow by ten at least.
 	f, err := os.Create(filepath.Join(t.TempDir(), "w"))
 	if err != nil {
@@ -205,5 +208,23 @@ func TestRoundRatios(t *testing.T) {
 	r.compare()
 	if ra := r.Ratios[0]; ra.ThroughputRounds != nil || ra.CPURounds != nil {
 		t.Errorf("rounds that do not pair gave %v and %v", ra.ThroughputRounds, ra.CPURounds)
+	}
+}
+
+// TestTableSysShare: a row shows the kernel's share of the proxy's CPU.
+func TestTableSysShare(t *testing.T) {
+	r := &Report{Cells: []Cell{{Target: "orchard", Key: "c", Mode: "closed", Concurrency: 8, ProxyCPU: 0.800, ProxySys: 0.248}}}
+	var b strings.Builder
+	if err := r.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	var row string
+	for line := range strings.Lines(b.String()) {
+		if strings.HasPrefix(line, "  c orchard") {
+			row = line
+		}
+	}
+	if f := strings.Fields(row); len(f) < 12 || f[10] != "0.800" || f[11] != "31" {
+		t.Errorf("row %q: want cpu/1k 0.800 then sys%% 31", row)
 	}
 }

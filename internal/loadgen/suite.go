@@ -103,6 +103,7 @@ type cellKey struct {
 type cellRun struct {
 	m                         Measurement
 	proxyCPU, upCPU, redisCPU time.Duration
+	proxySys                  time.Duration // the kernel's part of proxyCPU
 	clientCPU                 time.Duration
 	proxyReads, proxyWrites   int64         // the proxy's system calls
 	roundCPU                  time.Duration // the proxy's CPU time in the last round's window
@@ -408,6 +409,7 @@ func (s *suite) marker(cr *cellRun, px *proc) func(end bool) {
 		}
 		cr.roundCPU = now[0].CPU - before[0].CPU
 		cr.proxyCPU += cr.roundCPU
+		cr.proxySys += now[0].Sys - before[0].Sys
 		cr.upCPU += now[1].CPU - before[1].CPU
 		cr.redisCPU += now[2].CPU - before[2].CPU
 		cr.clientCPU += now[3].CPU - before[3].CPU

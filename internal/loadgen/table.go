@@ -67,8 +67,8 @@ func (r *Report) writeCells(b *bytes.Buffer) {
 		}
 		if head != last {
 			fmt.Fprintf(b, "\n%s (load avg %.1f)\n", head, c.LoadStart)
-			fmt.Fprintf(b, "  %-28s %6s %4s %5s %7s  %-27s  %-27s %7s %7s %7s %7s %11s %6s %6s\n", "target", "ok", "err", "trunc", "req/s",
-				"ttfb p50/p90/p99/max ms", "total p50/p90/p99/max ms", "+p50", "+p99", "cpu/1k", "up/1k", "rd/wr /req", "rssMB", "anonMB")
+			fmt.Fprintf(b, "  %-28s %6s %4s %5s %7s  %-27s  %-27s %7s %7s %7s %4s %7s %11s %6s %6s\n", "target", "ok", "err", "trunc", "req/s",
+				"ttfb p50/p90/p99/max ms", "total p50/p90/p99/max ms", "+p50", "+p99", "cpu/1k", "sys%", "up/1k", "rd/wr /req", "rssMB", "anonMB")
 			last = head
 		}
 		writeCell(b, c)
@@ -99,13 +99,16 @@ func (r *Report) writeRatios(b *bytes.Buffer) {
 // writeCell prints one row of the table and its notes.
 func writeCell(b *bytes.Buffer, c Cell) {
 	proxyCPU, rss, anon := fmt.Sprintf("%.3f", c.ProxyCPU), fmt.Sprintf("%.1f", c.PeakRSSMB), fmt.Sprintf("%.1f", c.PeakAnonMB)
-	calls := fmt.Sprintf("%.1f/%.1f", c.ProxyReads, c.ProxyWrites)
+	calls, sys := fmt.Sprintf("%.1f/%.1f", c.ProxyReads, c.ProxyWrites), "-"
+	if c.ProxyCPU > 0 {
+		sys = fmt.Sprintf("%.0f", 100*c.ProxySys/c.ProxyCPU)
+	}
 	if c.Key == "a" {
 		proxyCPU, rss, anon, calls = "-", "-", "-", "-"
 	}
-	fmt.Fprintf(b, "  %-28s %6d %4d %5d %7.1f  %-27s  %-27s %7.2f %7.2f %7s %7.3f %11s %6s %6s\n",
+	fmt.Fprintf(b, "  %-28s %6d %4d %5d %7.1f  %-27s  %-27s %7.2f %7.2f %7s %4s %7.3f %11s %6s %6s\n",
 		c.Key+" "+c.Target, c.Requests, c.Errors, c.Truncated, c.Throughput, dist(c.TTFB), dist(c.Total),
-		c.AddedP50, c.AddedP99, proxyCPU, c.UpCPU, calls, rss, anon)
+		c.AddedP50, c.AddedP99, proxyCPU, sys, c.UpCPU, calls, rss, anon)
 	for _, e := range c.ErrorLog {
 		fmt.Fprintf(b, "      error: %s\n", e)
 	}
