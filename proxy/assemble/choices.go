@@ -144,6 +144,11 @@ func (c *choices) topField(k, v val) {
 	case "prompt_token_ids":
 		if ids, ok := c.promptIDs(v); ok && !c.prompt.seen {
 			c.prompt = idList{ids, true}
+			// The chunk that brings the prompt's ids (vLLM's first) is
+			// not repeated: kept as the template, its copy (kilobytes of
+			// ids) would stay allocated for the stream's life in the
+			// template's buffer, which the next chunk reuses.
+			c.noTemplate()
 		}
 		if c.unseen.has("prompt_token_ids", false) {
 			c.top.put("prompt_token_ids", nullJSON) // shown as the client saw it by result

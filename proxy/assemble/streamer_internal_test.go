@@ -2,6 +2,7 @@ package assemble
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 
 	"github.com/orchard-rl/orchard/internal/sse"
@@ -31,5 +32,32 @@ func TestOneDataLine(t *testing.T) {
 	}
 	if !oneDataLine([]byte("data: {}\n\n"), []byte("data: {}\n\n")[6:8]) {
 		t.Error("the usual event takes no shortcut")
+	}
+}
+
+// TestPromptChunkNotTemplate: the chunk that brings a vLLM stream's
+// prompt ids does not become the template, whose buffer the chunks after
+// it reuse: the template holds a token chunk's bytes, not the prompt's
+// kilobytes, and the token chunks still replay through it.
+func TestPromptChunkNotTemplate(t *testing.T) {
+	t.Parallel()
+	ids := []byte("1000")
+	for i := 1; i < 3000; i++ {
+		ids = fmt.Appendf(ids, ",%d", 1000+i)
+	}
+	c := newChoices(true)
+	const head = `{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,`
+	c.event("", []byte(head+`"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}],"prompt_token_ids":[`+string(ids)+`]}`))
+	for i := range 4 {
+		c.event("", fmt.Appendf(nil, head+`"delta":{"content":"t%d"},"logprobs":null,"finish_reason":null,"token_ids":[%d]}]}`, i, 20000+i))
+	}
+	if len(c.prompt.ids) != 3000 || c.prompt.ids[2999] != 3999 {
+		t.Fatalf("prompt ids %d, want 3000", len(c.prompt.ids))
+	}
+	if !c.tpl.ok || cap(c.tpl.data) > 1<<10 {
+		t.Errorf("template ok %v, holding %d bytes of capacity; want a token chunk's", c.tpl.ok, cap(c.tpl.data))
+	}
+	if got := c.choice(0).ids.ids; len(got) != 4 || got[3] != 20003 {
+		t.Errorf("completion ids %v, want 20000..20003", got)
 	}
 }
