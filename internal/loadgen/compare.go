@@ -80,6 +80,9 @@ func ratio(c, b *Cell) Ratio {
 			br := b.Rounds[i]
 			r.ThroughputRounds = append(r.ThroughputRounds, div(cr.Throughput, br.Throughput))
 			r.CPURounds = append(r.CPURounds, div(cr.ProxyCPU, br.ProxyCPU))
+			if cr.PeakRSSMB > 0 && br.PeakRSSMB > 0 {
+				r.RSSRounds = append(r.RSSRounds, div(cr.PeakRSSMB, br.PeakRSSMB))
+			}
 		}
 	}
 	return r

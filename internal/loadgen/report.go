@@ -128,6 +128,9 @@ type Cell struct {
 type Round struct {
 	Throughput float64 `json:"req_per_s"`
 	ProxyCPU   float64 `json:"proxy_cpu_s_per_1k,omitempty"`
+	// PeakRSSMB is the peak RSS of the round's proxy process (each round
+	// starts its own); the cell's is the largest of them.
+	PeakRSSMB float64 `json:"proxy_peak_rss_mb,omitempty"`
 }
 
 // Ratio compares a recording proxy with a base under one closed-loop load
@@ -149,6 +152,10 @@ type Ratio struct {
 	// it): how far the machine's noise moves the ratios above.
 	ThroughputRounds []float64 `json:"throughput_ratio_rounds,omitempty"`
 	CPURounds        []float64 `json:"cpu_per_req_ratio_rounds,omitempty"`
+	// RSSRounds are the peak RSS ratios of each round: the peak is
+	// reached in a load's first second or two, and moves by tens of
+	// percent between processes.
+	RSSRounds []float64 `json:"peak_rss_ratio_rounds,omitempty"`
 }
 
 // Check is one of the benchmark's targets for one recording proxy.

@@ -183,8 +183,8 @@ func TestRoundRatios(t *testing.T) {
 	r := &Report{
 		Targets: []TargetInfo{{Key: "b", Name: "b"}, {Key: "c", Name: "c", Path: "plain"}},
 		Cells: []Cell{
-			cell("b", 1000, 1.0, Round{Throughput: 1000, ProxyCPU: 1.0}, Round{Throughput: 1000, ProxyCPU: 1.0}),
-			cell("c", 925, 1.3, Round{Throughput: 950, ProxyCPU: 1.2}, Round{Throughput: 900, ProxyCPU: 1.4}),
+			cell("b", 1000, 1.0, Round{Throughput: 1000, ProxyCPU: 1.0, PeakRSSMB: 40}, Round{Throughput: 1000, ProxyCPU: 1.0, PeakRSSMB: 50}),
+			cell("c", 925, 1.3, Round{Throughput: 950, ProxyCPU: 1.2, PeakRSSMB: 100}, Round{Throughput: 900, ProxyCPU: 1.4, PeakRSSMB: 90}),
 		},
 	}
 	r.compare()
@@ -192,14 +192,14 @@ func TestRoundRatios(t *testing.T) {
 		t.Fatalf("ratios = %+v, want one", r.Ratios)
 	}
 	ra := r.Ratios[0]
-	if fmt.Sprint(ra.ThroughputRounds) != "[0.95 0.9]" || fmt.Sprint(ra.CPURounds) != "[1.2 1.4]" {
-		t.Errorf("per-round ratios = %v and %v, want [0.95 0.9] and [1.2 1.4]", ra.ThroughputRounds, ra.CPURounds)
+	if fmt.Sprint(ra.ThroughputRounds) != "[0.95 0.9]" || fmt.Sprint(ra.CPURounds) != "[1.2 1.4]" || fmt.Sprint(ra.RSSRounds) != "[2.5 1.8]" {
+		t.Errorf("per-round ratios = %v, %v and %v, want [0.95 0.9], [1.2 1.4] and [2.5 1.8]", ra.ThroughputRounds, ra.CPURounds, ra.RSSRounds)
 	}
 	var b strings.Builder
 	if err := r.WriteTable(&b); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(b.String(), "0.900-0.950   1.200-1.400") {
+	if !strings.Contains(b.String(), "0.900-0.950   1.200-1.400   1.800-2.500") {
 		t.Errorf("table lacks the rounds' spread:\n%s", b.String())
 	}
 	// A base that ran a different number of rounds gives no spread.

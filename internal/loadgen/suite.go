@@ -335,8 +335,10 @@ func (s *suite) cell(ctx context.Context, t target, key cellKey) {
 	m := Run(ctx, c, load)
 	stopSampling()
 	c.Close()
+	var roundRSS int64
 	if px != nil {
 		if st, err := px.stat(); err == nil {
+			roundRSS = st.PeakRSS
 			cr.peakRSS = max(cr.peakRSS, st.PeakRSS)
 		}
 		if err := px.stop(); err != nil {
@@ -353,7 +355,7 @@ func (s *suite) cell(ctx context.Context, t target, key cellKey) {
 	}
 	cr.merge(m)
 	sum := m.Summarize()
-	cr.addRound(sum, px != nil)
+	cr.addRound(sum, px != nil, roundRSS)
 	fmt.Fprintf(s.cfg.Progress, "%-20s %-6s c=%-4d %7.1f req/s  total p50 %7.2f ms  p99 %7.2f ms  errors %d  load %.1f\n",
 		t.Name, key.mode, key.conc, sum.Throughput, sum.Total.P50, sum.Total.P99, sum.Errors, loadAvg())
 }
@@ -474,8 +476,8 @@ func (s *suite) procEnv(t target, key cellKey) []string {
 
 // addRound keeps one round's throughput and, for a proxy target, its CPU
 // per request, which the ratios divide round by round.
-func (cr *cellRun) addRound(sum Summary, proxy bool) {
-	r := Round{Throughput: sum.Throughput}
+func (cr *cellRun) addRound(sum Summary, proxy bool, peakRSS int64) {
+	r := Round{Throughput: sum.Throughput, PeakRSSMB: round(float64(peakRSS)/(1<<20), 1)}
 	if proxy && sum.Requests > 0 {
 		r.ProxyCPU = round(cr.roundCPU.Seconds()*1000/float64(sum.Requests), 3)
 	}

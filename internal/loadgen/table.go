@@ -85,13 +85,13 @@ func (r *Report) writeRatios(b *bytes.Buffer) {
 				continue
 			}
 			if first {
-				fmt.Fprintf(b, "\n%s\n  %-28s %-6s %4s %9s %9s %9s %12s %12s %13s %13s\n", title, "target", "base", "c",
-					"thr x", "cpu/req x", "rss x", "p50 delta ms", "p99 delta ms", "thr rounds", "cpu rounds")
+				fmt.Fprintf(b, "\n%s\n  %-28s %-6s %4s %9s %9s %9s %12s %12s %13s %13s %13s\n", title, "target", "base", "c",
+					"thr x", "cpu/req x", "rss x", "p50 delta ms", "p99 delta ms", "thr rounds", "cpu rounds", "rss rounds")
 				first = false
 			}
-			fmt.Fprintf(b, "  %-28s %-6s %4d %9.3f %9.3f %9.3f %12.3f %12.3f %13s %13s\n", ra.Key+" "+ra.Target, ra.Base,
+			fmt.Fprintf(b, "  %-28s %-6s %4d %9.3f %9.3f %9.3f %12.3f %12.3f %13s %13s %13s\n", ra.Key+" "+ra.Target, ra.Base,
 				ra.Concurrency, ra.Throughput, ra.CPU, ra.RSS, ra.P50Delta, ra.P99Delta,
-				spread(ra.ThroughputRounds), spread(ra.CPURounds))
+				spread(ra.ThroughputRounds), spread(ra.CPURounds), spread(ra.RSSRounds))
 		}
 	}
 }
