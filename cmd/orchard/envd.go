@@ -80,7 +80,9 @@ OPENAI_API_KEY, ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY, ORCHARD_EPISODE_ID) in ev
 			if cfg.PrintJail {
 				return printJail(cmd.OutOrStdout(), &cfg)
 			}
-			return runEnvd(cmd.Context(), &cfg, slog.New(slog.NewTextHandler(os.Stderr, nil)), nil)
+			lg := slog.New(slog.NewTextHandler(os.Stderr, nil))
+			limitMemory(lg)
+			return runEnvd(cmd.Context(), &cfg, lg, nil)
 		},
 	}
 	cfg.register(cmd.Flags())

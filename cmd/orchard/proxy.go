@@ -34,7 +34,9 @@ or ANTHROPIC_BASE_URL=http://HOST/e/EPISODE; every model call is forwarded untou
 --upstream and recorded under its episode in the store (--data, or --redis).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runProxy(cmd.Context(), &cfg, slog.New(slog.NewTextHandler(os.Stderr, nil)), nil)
+			lg := slog.New(slog.NewTextHandler(os.Stderr, nil))
+			limitMemory(lg)
+			return runProxy(cmd.Context(), &cfg, lg, nil)
 		},
 	}
 	cfg.register(cmd.Flags())
