@@ -207,9 +207,7 @@ func (s *Store) forgetEncoderLocked(ep string) {
 func (s *Store) sizeEncodersLocked(eps map[string]int) {
 	for ep := range eps {
 		if e := s.encoders[ep]; e != nil {
-			n := e.Bytes()
-			s.encoderSum += n - s.encoderSize[ep]
-			s.encoderSize[ep] = n
+			s.resizeEncoderLocked(ep, e)
 		}
 	}
 	s.compactIdleLocked()
@@ -225,14 +223,18 @@ func (s *Store) compactIdleLocked() {
 		return
 	}
 	for ep, t := range s.encoderUse {
-		if !s.idle.Idle(s.encoderTick, t) || !s.encoders[ep].Compact() {
-			continue
+		if e := s.encoders[ep]; s.idle.Idle(s.encoderTick, t) && e.Compact() {
+			s.resizeEncoderLocked(ep, e)
+			s.compactions++
 		}
-		n := s.encoders[ep].Bytes()
-		s.encoderSum += n - s.encoderSize[ep]
-		s.encoderSize[ep] = n
-		s.compactions++
 	}
+}
+
+// resizeEncoderLocked notes the size of ep's encoder e now.
+func (s *Store) resizeEncoderLocked(ep string, e *recorder.EpisodeEncoder) {
+	n := e.Bytes()
+	s.encoderSum += n - s.encoderSize[ep]
+	s.encoderSize[ep] = n
 }
 
 // readCall reads and unpacks the call frame at l.

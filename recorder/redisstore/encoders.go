@@ -73,8 +73,7 @@ func (c *encoders) sized(e *episodeEncoder, n int) {
 	if el := c.m[e.id]; el == nil || el.Value != e {
 		return
 	}
-	c.bytes += n - e.size
-	e.size = n
+	c.resizeLocked(e, n)
 	for c.bytes > c.maxBytes && c.lru.Len() > 1 {
 		c.evictLocked()
 	}
@@ -110,6 +109,12 @@ func (c *encoders) get(id string) *episodeEncoder {
 		c.evictLocked()
 	}
 	return e
+}
+
+// resizeLocked notes that e's encoder now holds n bytes.
+func (c *encoders) resizeLocked(e *episodeEncoder, n int) {
+	c.bytes += n - e.size
+	e.size = n
 }
 
 // drop forgets an episode's entry (after DeleteEpisode).
@@ -161,9 +166,7 @@ func (c *encoders) compactIdleLocked() {
 			continue
 		}
 		if e.enc != nil && e.enc.Compact() {
-			n := e.enc.Bytes()
-			c.bytes += n - e.size
-			e.size = n
+			c.resizeLocked(e, e.enc.Bytes())
 			c.compacts++
 		}
 		e.mu.Unlock()
