@@ -50,11 +50,17 @@ func NewEpisodeEncoder(dedup bool) *EpisodeEncoder {
 func (e *EpisodeEncoder) Encode(c *Call) (docBytes []byte, newBlocks []Block, err error) {
 	pr := c.prep
 	if !pr.valid(c, e.dedup) {
-		if pr, err = prepareCall(c, e.dedup); err != nil {
-			return nil, nil, err
-		}
+		pr = prepareCall(c, e.dedup)
 	}
-	meta, mm := pr.meta, pr.mm
+	// The metadata is marshalled here, into a recycled buffer that the
+	// document copies, rather than when the call is prepared: queued calls
+	// held it beside their token ids (a vLLM call's ids and logprobs as
+	// text, some 11 KB), and it was a fifth of the token path's
+	// allocations. What the encoder remembers of it is copied (see kept).
+	meta, mm, err := marshalMetaMap(docBuf(0), c, e.dedup)
+	if err != nil {
+		return nil, nil, err
+	}
 	d := doc{callID: c.CallID, meta: meta, usage: c.Usage, hasUsage: c.Usage != nil}
 	var prompt []int32
 	if c.Tokens != nil && c.Tokens.PromptIDs != nil {
@@ -80,7 +86,9 @@ func (e *EpisodeEncoder) Encode(c *Call) (docBytes []byte, newBlocks []Block, er
 	newBlocks = e.collectNew(&d.req, newBlocks)
 	newBlocks = e.collectNew(&d.resp, newBlocks)
 	e.remember(c.CallID, &d, c.Tokens, ph, mm, base)
-	return d.appendTo(docBuf(d.sizeHint())), newBlocks, nil
+	docBytes = d.appendTo(docBuf(d.sizeHint()))
+	ReleaseDoc(meta)
+	return docBytes, newBlocks, nil
 }
 
 // Observe feeds a stored document of this episode to the encoder, so that an
@@ -132,73 +140,48 @@ func (e *EpisodeEncoder) markKnown(hs []BlockHash) {
 }
 
 // prepared is the part of encoding a call that needs no episode state: its
-// metadata and its bodies cut into fields and hashed blocks. The pipeline
-// prepares each call on the goroutine that records it (see prepare), so
-// that the single store writer, which had fallen behind at 64 clients with
-// the CPU saturated, only does what depends on the episode: choosing a
-// base, the deltas, and compression. It is read-only once made: Encode
-// copies the docBodies it changes, and may run more than once for a call
-// (a failed write, a replay).
+// bodies cut into fields and hashed blocks. The pipeline prepares each call
+// on the goroutine that records it (see prepare), so that the single store
+// writer, which had fallen behind at 64 clients with the CPU saturated,
+// only does what depends on the episode: choosing a base, the deltas, the
+// metadata, and compression. It is read-only once made: Encode copies the
+// docBodies it changes, and may run more than once for a call (a failed
+// write, a replay).
 type prepared struct {
 	dedup     bool
-	episode   string // the EpisodeID meta was marshalled with
 	request   []byte // the bodies the cuts were made from
 	response  []byte
 	prompt    []int32
-	meta      []byte
-	mm        metaMap // nil without dedup
 	req, resp docBody
 }
 
 // prepare stores in c what Encode needs that no episode state affects, for
 // a dedup encoder (what the stores use; the spill file's encoding does not
-// dedup and ignores it). Errors are left for Encode to report.
+// dedup and ignores it).
 func prepare(c *Call) {
-	if pr, err := prepareCall(c, true); err == nil {
-		c.prep = pr
-	}
+	c.prep = prepareCall(c, true)
 }
 
 // prepareCall prepares c for an encoder with this dedup setting, reusing
-// c.prep's metadata when it was marshalled for the same episode (the spill
-// file encodes a prepared call without dedup).
-func prepareCall(c *Call, dedup bool) (*prepared, error) {
-	pr := &prepared{dedup: dedup, episode: c.EpisodeID, request: c.Request, response: c.Response}
+// c.prep's cuts when they are of the same bodies.
+func prepareCall(c *Call, dedup bool) *prepared {
+	pr := &prepared{dedup: dedup, request: c.Request, response: c.Response}
 	if c.Tokens != nil && c.Tokens.PromptIDs != nil {
 		pr.prompt = c.Tokens.PromptIDs
 	}
-	old := c.prep
-	if old != nil && old.episode == c.EpisodeID {
-		pr.meta = old.meta
-		if dedup {
-			pr.mm = old.mm
-		}
-	}
-	if old != nil && old.cutsFor(c, dedup) {
+	if old := c.prep; old != nil && old.cutsFor(c, dedup) {
 		pr.req, pr.resp = old.req, old.resp
 	} else {
 		pr.req = cutBody(c.Request, requestKeys, nil, dedup, false)
 		pr.resp = cutBody(c.Response, responseKeys(c.API), pr.prompt, dedup, true)
 	}
-	var err error
-	if pr.meta == nil {
-		if pr.meta, pr.mm, err = marshalMetaMap(c, dedup); err != nil {
-			return nil, err
-		}
-	}
-	if dedup && pr.mm == nil {
-		if pr.mm, err = parseOwnMeta(pr.meta); err != nil {
-			return nil, err
-		}
-	}
-	return pr, nil
+	return pr
 }
 
-// valid reports whether pr was made for c as it is now, for an encoder with
-// this dedup setting. A store that fills in a missing EpisodeID encodes a
-// copy of the call, which the episode check catches.
+// valid reports whether pr was made for c's bodies as they are now, for an
+// encoder with this dedup setting.
 func (pr *prepared) valid(c *Call, dedup bool) bool {
-	return pr != nil && pr.episode == c.EpisodeID && pr.cutsFor(c, dedup)
+	return pr != nil && pr.cutsFor(c, dedup)
 }
 
 // cutsFor reports whether pr's cuts are those of c's bodies for an encoder

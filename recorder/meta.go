@@ -142,8 +142,7 @@ func (m metaMap) kept(base metaMap) metaMap {
 	for i, kv := range m {
 		switch {
 		case kv.k == metaTokens:
-			out[i] = metaKV{k: kv.k}
-			n += len(kv.k)
+			out[i] = metaKV{k: metaTokens} // not kv.k, which may alias the call's metadata
 		case base.sameAt(&j, kv):
 			out[i] = base[j]
 		default:
@@ -154,7 +153,7 @@ func (m metaMap) kept(base metaMap) metaMap {
 	buf := make([]byte, 0, n) // never grows: the strings below stay valid
 	j = 0
 	for i, kv := range out {
-		if kv.k != metaTokens && base.sameAt(&j, kv) {
+		if kv.k == metaTokens || base.sameAt(&j, kv) {
 			continue
 		}
 		at := len(buf)

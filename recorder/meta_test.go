@@ -60,7 +60,7 @@ func TestEncoderKeepsNoTokens(t *testing.T) {
 
 	var prev metaMap
 	for i, c := range calls[:2] {
-		meta, full, err := marshalMetaMap(c, true)
+		meta, full, err := marshalMetaMap(nil, c, true)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -148,5 +148,38 @@ func TestMetaMapOps(t *testing.T) {
 	got := newMetaMap(kvs("a=1 b=2")).patch([][2]string{{"c", "3"}, {"a", "7"}, {"c", "4"}}, []string{"b", "z"})
 	if want := newMetaMap(kvs("a=7 c=4")); !reflect.DeepEqual(got, want) {
 		t.Errorf("patch %v, want %v", got, want)
+	}
+}
+
+// TestEncoderMetaSurvivesReuse: Encode marshals a call's metadata into a
+// recycled buffer and hands the buffer back; what an encoder keeps of the
+// metadata must not change when other encoders write theirs over it.
+func TestEncoderMetaSurvivesReuse(t *testing.T) {
+	enc := NewEpisodeEncoder(true)
+	for _, c := range vllmEpisode(3) {
+		if _, _, err := enc.Encode(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap := map[string]metaMap{}
+	for id, r := range enc.hist.byID {
+		m := make(metaMap, len(r.meta))
+		for i, kv := range r.meta {
+			m[i] = metaKV{strings.Clone(kv.k), strings.Clone(kv.v)}
+		}
+		snap[id] = m
+	}
+	other := NewEpisodeEncoder(true)
+	for i, c := range vllmEpisode(12) {
+		cc := *c
+		cc.EpisodeID, cc.Model, cc.Harness = "another-episode", strings.Repeat("x", i+20), strings.Repeat("y", 40-i)
+		if _, _, err := other.Encode(&cc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for id, r := range enc.hist.byID {
+		if !reflect.DeepEqual(r.meta, snap[id]) {
+			t.Errorf("call %s: the encoder's metadata changed when another encoder ran:\n got %v\nwant %v", id, r.meta, snap[id])
+		}
 	}
 }

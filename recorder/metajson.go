@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 	"unsafe"
@@ -34,10 +35,11 @@ type metaMember struct {
 	start, end int
 }
 
-// marshalMetaMap returns c's metadata and, when withMap, its map, whose
-// strings alias the returned bytes.
-func marshalMetaMap(c *Call, withMap bool) ([]byte, metaMap, error) {
-	w := metaWriter{b: make([]byte, 0, metaSize(c)), members: make([]metaMember, 0, 24)}
+// marshalMetaMap returns c's metadata, written over dst's spare capacity
+// (grown as needed), and, when withMap, its map, whose strings alias the
+// returned bytes.
+func marshalMetaMap(dst []byte, c *Call, withMap bool) ([]byte, metaMap, error) {
+	w := metaWriter{b: slices.Grow(dst[:0], metaSize(c)), members: make([]metaMember, 0, 24)}
 	w.call(c)
 	if w.failed {
 		meta, err := marshalMeta(c)

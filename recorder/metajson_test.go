@@ -103,7 +103,7 @@ func TestMetaWriter(t *testing.T) {
 func checkMetaWriter(t *testing.T, c *Call) {
 	t.Helper()
 	want, werr := marshalMeta(c)
-	got, mm, gerr := marshalMetaMap(c, true)
+	got, mm, gerr := marshalMetaMap(nil, c, true)
 	if (gerr == nil) != (werr == nil) || (gerr != nil && gerr.Error() != werr.Error()) {
 		t.Fatalf("error %v, encoding/json's %v", gerr, werr)
 	}
@@ -117,7 +117,7 @@ func checkMetaWriter(t *testing.T, c *Call) {
 	if err != nil || !reflect.DeepEqual(mm, wantMap) {
 		t.Fatalf("map %v, parsed %v (%v)", mm, wantMap, err)
 	}
-	only, noMap, err := marshalMetaMap(c, false)
+	only, noMap, err := marshalMetaMap(nil, c, false)
 	if err != nil || noMap != nil || !bytes.Equal(only, want) {
 		t.Fatalf("without the map: %s %v %v", only, noMap, err)
 	}

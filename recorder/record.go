@@ -101,7 +101,7 @@ func (c *Call) heldBytes() int64 {
 		// Its prompt is Tokens.PromptIDs and its cuts are slices of the
 		// bodies, but for the layouts of a request and of a small response
 		// (a large response's is written from the body, see cutBody).
-		n += len(c.prep.meta) + len(c.prep.req.layout) + len(c.prep.resp.layout)
+		n += len(c.prep.req.layout) + len(c.prep.resp.layout)
 	}
 	return int64(n)
 }
