@@ -38,10 +38,15 @@ var ErrCorrupt = errors.New("corrupt record")
 // docVersion is the first byte of every call document written now.
 // Version 2 added the prompt-ids field kind (fieldIDs): a response's
 // prompt_token_ids is filled from the call's prompt ids instead of being
-// stored a second time. Version 1 documents, which never have it, still
-// decode.
+// stored a second time. Version 3 stores the completion ids and logprobs
+// (tokens.completion_ids and tokens.logprobs, and each choice's) after the
+// prompt ids, as varints and as float32 bits, rather than as JSON numbers
+// in the metadata, which holds nulls in their place: marshalling a vLLM
+// call's logprobs as text, and compressing that text, was a tenth of the
+// token path's CPU. Version 1 and 2 documents still decode.
 const (
-	docVersion  = 2
+	docVersion  = 3
+	docVersion2 = 2
 	docVersion1 = 1
 )
 
@@ -149,6 +154,7 @@ func (h *history) trim(n int) {
 
 // doc is a parsed call document, before its bodies are materialized.
 type doc struct {
+	version      byte // the decode side's; the encode side writes docVersion
 	callID, base string
 	meta, usage  []byte      // meta: full JSON, after resolveRefs on the decode side
 	metaDelta    bool        // meta is stored as metaSet/metaDel against the base
@@ -159,6 +165,10 @@ type doc struct {
 	hasToks      bool
 	tokPrefix    int
 	tokTail      []int32
+	// comp holds the completion ids and logprobs (version 3): on the
+	// encode side the call's Tokens, on the decode side a Tokens with only
+	// those (and each choice's) set. nil: the call has no Tokens.
+	comp *Tokens
 }
 
 // docBody is one body of a doc: absent, a literal, or a split body whose

@@ -35,6 +35,9 @@ func (dc *EpisodeDecoder) Decode(docBytes []byte, blocks BlockSource) (*Call, er
 		return nil, fmt.Errorf("call %s metadata: %w: %w", d.callID, ErrCorrupt, err)
 	}
 	c.CallID = d.callID
+	if err := d.fillCompletion(c); err != nil {
+		return nil, err
+	}
 	if c.Tokens != nil {
 		refs.addCompletion(c.Tokens.CompletionIDs)
 	}
@@ -104,6 +107,12 @@ func joinBody(b *docBody, blocks BlockSource, prompt []int32) (json.RawMessage, 
 // writes it into one allocation instead of growing through ten.
 func (d *doc) sizeHint() int {
 	n := 64 + len(d.callID) + len(d.base) + len(d.meta) + len(d.usage) + 3*len(d.tokTail)
+	if t := d.comp; t != nil {
+		n += 8 * (len(t.CompletionIDs) + len(t.Logprobs))
+		for _, ch := range t.Choices {
+			n += 2 + 8*(len(ch.CompletionIDs)+len(ch.Logprobs))
+		}
+	}
 	for _, kv := range d.metaSet {
 		n += len(kv[0]) + len(kv[1]) + 4
 	}
@@ -149,17 +158,72 @@ func (d *doc) appendTo(dst []byte) []byte {
 	}
 	d.req.appendTo(&w)
 	d.resp.appendTo(&w)
-	if !d.hasToks {
+	if d.hasToks {
+		w.byte1(1)
+		w.uvarint(uint64(d.tokPrefix))
+		w.uvarint(uint64(len(d.tokTail)))
+		for _, id := range d.tokTail {
+			w.varint(int64(id))
+		}
+	} else {
 		w.byte1(0)
-		return w.b
+	}
+	d.appendCompletion(&w)
+	return w.b
+}
+
+// appendCompletion writes the completion ids and logprobs of d.comp, the
+// top level's and then each choice's.
+func (d *doc) appendCompletion(w *wbuf) {
+	if d.comp == nil {
+		w.byte1(0)
+		return
 	}
 	w.byte1(1)
-	w.uvarint(uint64(d.tokPrefix))
-	w.uvarint(uint64(len(d.tokTail)))
-	for _, id := range d.tokTail {
-		w.varint(int64(id))
+	w.ids(d.comp.CompletionIDs)
+	w.floats(d.comp.Logprobs)
+	w.uvarint(uint64(len(d.comp.Choices)))
+	for i := range d.comp.Choices {
+		w.ids(d.comp.Choices[i].CompletionIDs)
+		w.floats(d.comp.Choices[i].Logprobs)
 	}
-	return w.b
+}
+
+// parseCompletion reads what appendCompletion wrote.
+func parseCompletion(r *rbuf) *Tokens {
+	if r.byte1("completion flag") == 0 {
+		return nil
+	}
+	t := &Tokens{CompletionIDs: r.ids("completion ids"), Logprobs: r.floats("logprobs")}
+	if n := r.count("choices", 2); n > 0 {
+		t.Choices = make([]ChoiceTokens, n)
+		for i := range t.Choices {
+			t.Choices[i] = ChoiceTokens{CompletionIDs: r.ids("choice completion ids"), Logprobs: r.floats("choice logprobs")}
+		}
+	}
+	return t
+}
+
+// fillCompletion sets the completion ids and logprobs of c, decoded from
+// a version 3 document's metadata (which holds nulls in their place), from
+// the document.
+func (d *doc) fillCompletion(c *Call) error {
+	t := c.Tokens
+	switch {
+	case d.version < docVersion:
+		return nil
+	case d.comp == nil && t == nil:
+		return nil
+	case d.comp == nil || t == nil:
+		return fmt.Errorf("call %s: completion ids and metadata tokens disagree: %w", d.callID, ErrCorrupt)
+	case len(t.Choices) != len(d.comp.Choices):
+		return fmt.Errorf("call %s: %d choices of completion ids for %d in the metadata: %w", d.callID, len(d.comp.Choices), len(t.Choices), ErrCorrupt)
+	}
+	t.CompletionIDs, t.Logprobs = d.comp.CompletionIDs, d.comp.Logprobs
+	for i := range t.Choices {
+		t.Choices[i].CompletionIDs, t.Choices[i].Logprobs = d.comp.Choices[i].CompletionIDs, d.comp.Choices[i].Logprobs
+	}
+	return nil
 }
 
 func (b *docBody) appendTo(w *wbuf) {
@@ -268,14 +332,14 @@ func parseLayout(layout []byte) (split, error) {
 func parseDoc(b []byte) (doc, error) {
 	r := rbuf{b: b}
 	v := r.byte1("version")
-	if r.err == nil && v != docVersion && v != docVersion1 {
+	if r.err == nil && (v < docVersion1 || v > docVersion) {
 		return doc{}, fmt.Errorf("document version %d: %w", v, ErrCorrupt)
 	}
 	maxKind := byte(fieldWhole)
-	if v >= docVersion {
+	if v >= docVersion2 {
 		maxKind = fieldIDs
 	}
-	d := doc{callID: r.str("call id"), base: r.str("base")}
+	d := doc{version: v, callID: r.str("call id"), base: r.str("base")}
 	if d.metaDelta = r.byte1("metadata kind") == 1; d.metaDelta {
 		d.metaSet = make([][2]string, r.count("metadata keys", 2))
 		for i := range d.metaSet {
@@ -299,6 +363,9 @@ func parseDoc(b []byte) (doc, error) {
 		for i := range d.tokTail {
 			d.tokTail[i] = r.int32("token id")
 		}
+	}
+	if v >= docVersion {
+		d.comp = parseCompletion(&r)
 	}
 	if r.err == nil && len(r.b) != 0 {
 		return doc{}, fmt.Errorf("%d bytes after the document: %w", len(r.b), ErrCorrupt)

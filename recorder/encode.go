@@ -66,6 +66,7 @@ func (e *EpisodeEncoder) Encode(c *Call) (docBytes []byte, newBlocks []Block, er
 	if c.Tokens != nil && c.Tokens.PromptIDs != nil {
 		d.hasToks, prompt = true, c.Tokens.PromptIDs
 	}
+	d.comp = c.Tokens
 	d.req, d.resp = pr.req, pr.resp
 	ph := &promptHashes{ids: prompt}
 	base := e.chooseBase(&d, ph)
@@ -105,18 +106,14 @@ func (e *EpisodeEncoder) Observe(docBytes []byte) error {
 	if err != nil {
 		return err
 	}
-	var meta struct {
-		Tokens *struct {
-			CompletionIDs []int32 `json:"completion_ids"`
-		} `json:"tokens"`
+	hasTokens, comp, err := d.completionIDs()
+	if err != nil {
+		return err
 	}
-	if err := json.Unmarshal(d.meta, &meta); err != nil {
-		return fmt.Errorf("call %s metadata: %w: %w", d.callID, ErrCorrupt, err)
+	if hasTokens {
+		refs.addCompletion(comp)
 	}
-	if meta.Tokens != nil {
-		refs.addCompletion(meta.Tokens.CompletionIDs)
-	}
-	if d.hasToks || meta.Tokens != nil {
+	if d.hasToks || hasTokens {
 		var base *tokSeq
 		if b := e.hist.byID[d.base]; b != nil {
 			base = b.seq
@@ -131,6 +128,30 @@ func (e *EpisodeEncoder) Observe(docBytes []byte) error {
 	}
 	e.hist.add(d.callID, refs)
 	return nil
+}
+
+// completionIDs reports whether a stored call has token ids, and its
+// completion ids: a version 3 document's own, an older one's from its
+// metadata.
+func (d *doc) completionIDs() (bool, []int32, error) {
+	if d.version >= docVersion {
+		if d.comp == nil {
+			return false, nil, nil
+		}
+		return true, d.comp.CompletionIDs, nil
+	}
+	var meta struct {
+		Tokens *struct {
+			CompletionIDs []int32 `json:"completion_ids"`
+		} `json:"tokens"`
+	}
+	if err := json.Unmarshal(d.meta, &meta); err != nil {
+		return false, nil, fmt.Errorf("call %s metadata: %w: %w", d.callID, ErrCorrupt, err)
+	}
+	if meta.Tokens == nil {
+		return false, nil, nil
+	}
+	return true, meta.Tokens.CompletionIDs, nil
 }
 
 func (e *EpisodeEncoder) markKnown(hs []BlockHash) {

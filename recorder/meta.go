@@ -124,36 +124,26 @@ func parseOwnMeta(meta []byte) (metaMap, error) {
 	return newMetaMap(m), nil
 }
 
-// metaTokens is the metadata key of a call's completion token ids and
-// logprobs: kilobytes per call, and never the same from one call to the
-// next.
-const metaTokens = "tokens"
-
 // kept returns m as an encoder keeps it for later calls to delta against:
 // sharing the members whose values equal base's (from the call before:
-// schema, episode, model, upstream, ...), with the rest copied into one
-// buffer of their own, so that the call's marshalled metadata is not kept
-// alive by them. The token value is kept as "", which equals no JSON
-// value, so that a later call always sets its own tokens rather than
-// repeat a kilobytes-long value only to compare it.
+// schema, episode, model, upstream, tokens, ...), with the rest copied
+// into one buffer of their own, so that they neither keep the call's
+// marshalled metadata alive nor read it once Encode has recycled it.
 func (m metaMap) kept(base metaMap) metaMap {
 	out := make(metaMap, len(m))
 	n, j := 0, 0
 	for i, kv := range m {
-		switch {
-		case kv.k == metaTokens:
-			out[i] = metaKV{k: metaTokens} // not kv.k, which may alias the call's metadata
-		case base.sameAt(&j, kv):
+		if base.sameAt(&j, kv) {
 			out[i] = base[j]
-		default:
-			out[i] = kv
-			n += len(kv.k) + len(kv.v)
+			continue
 		}
+		out[i] = kv
+		n += len(kv.k) + len(kv.v)
 	}
 	buf := make([]byte, 0, n) // never grows: the strings below stay valid
 	j = 0
 	for i, kv := range out {
-		if kv.k == metaTokens || base.sameAt(&j, kv) {
+		if base.sameAt(&j, kv) {
 			continue
 		}
 		at := len(buf)

@@ -39,6 +39,9 @@ type metaMember struct {
 // (grown as needed), and, when withMap, its map, whose strings alias the
 // returned bytes.
 func marshalMetaMap(dst []byte, c *Call, withMap bool) ([]byte, metaMap, error) {
+	if err := checkLogprobs(c); err != nil {
+		return nil, nil, err
+	}
 	w := metaWriter{b: slices.Grow(dst[:0], metaSize(c)), members: make([]metaMember, 0, 24)}
 	w.call(c)
 	if w.failed {
@@ -65,10 +68,7 @@ func marshalMetaMap(dst []byte, c *Call, withMap bool) ([]byte, metaMap, error) 
 func metaSize(c *Call) int {
 	n := 768 + len(c.Error) + len(c.Upstream) + len(c.Path) + len(c.Model)
 	if t := c.Tokens; t != nil {
-		n += 8*len(t.CompletionIDs) + 14*len(t.Logprobs)
-		for _, ch := range t.Choices {
-			n += 32 + 8*len(ch.CompletionIDs) + 14*len(ch.Logprobs)
-		}
+		n += 40*len(t.Choices) + len(t.Mismatch)
 	}
 	return n
 }
@@ -168,71 +168,27 @@ func (w *metaWriter) time(t time.Time) {
 }
 
 // ids writes ids as encoding/json writes an []int32: null when nil.
-func (w *metaWriter) ids(ids []int32) {
-	if ids == nil {
-		w.b = append(w.b, "null"...)
-		return
-	}
-	w.b = jsonout.Int32s(w.b, ids)
-}
-
-// floats writes a []float32 as encoding/json does: like JavaScript's
-// Number.prototype.toString, with exponents unpadded.
-func (w *metaWriter) floats(fs []float32) {
-	w.b = append(w.b, '[')
-	for i, f := range fs {
-		if i > 0 {
-			w.b = append(w.b, ',')
-		}
-		if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
-			w.failed = true
-			return
-		}
-		format := byte('f')
-		if abs := float32(math.Abs(float64(f))); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
-			format = 'e'
-		}
-		w.b = strconv.AppendFloat(w.b, float64(f), format, -1, 32)
-		if n := len(w.b); format == 'e' && w.b[n-4] == 'e' && w.b[n-3] == '-' && w.b[n-2] == '0' {
-			w.b[n-2] = w.b[n-1]
-			w.b = w.b[:n-1]
-		}
-	}
-	w.b = append(w.b, ']')
-}
-
+// tokens writes t without its ids and logprobs: the prompt ids are the
+// document's token delta, and the completion ids and logprobs follow it
+// (see docVersion), so the metadata holds null ids, and no logprobs, in
+// their place.
 func (w *metaWriter) tokens(t *Tokens) {
-	w.b = append(w.b, `{"prompt_ids":null,"completion_ids":`...)
-	w.ids(t.CompletionIDs)
-	if len(t.Logprobs) > 0 {
-		w.b = append(w.b, `,"logprobs":`...)
-		w.floats(t.Logprobs)
-	}
+	w.b = append(w.b, `{"prompt_ids":null,"completion_ids":null`...)
 	if len(t.Choices) > 0 {
 		w.b = append(w.b, `,"choices":[`...)
 		for i := range t.Choices {
 			if i > 0 {
 				w.b = append(w.b, ',')
 			}
-			w.choice(&t.Choices[i])
+			w.b = append(w.b, `{"index":`...)
+			w.int(int64(t.Choices[i].Index))
+			w.b = append(w.b, `,"completion_ids":null}`...)
 		}
 		w.b = append(w.b, ']')
 	}
 	if t.Mismatch != "" {
 		w.b = append(w.b, `,"mismatch":`...)
 		w.str(t.Mismatch)
-	}
-	w.b = append(w.b, '}')
-}
-
-func (w *metaWriter) choice(ch *ChoiceTokens) {
-	w.b = append(w.b, `{"index":`...)
-	w.int(int64(ch.Index))
-	w.b = append(w.b, `,"completion_ids":`...)
-	w.ids(ch.CompletionIDs)
-	if len(ch.Logprobs) > 0 {
-		w.b = append(w.b, `,"logprobs":`...)
-		w.floats(ch.Logprobs)
 	}
 	w.b = append(w.b, '}')
 }
@@ -262,12 +218,21 @@ func (w *metaWriter) lineage(l *Lineage) {
 // marshalMeta returns c's metadata through encoding/json: every field but
 // the bodies, usage, call id (the document carries it) and prompt ids.
 func marshalMeta(c *Call) ([]byte, error) {
+	if err := checkLogprobs(c); err != nil {
+		return nil, err
+	}
 	m := *c
 	m.Request, m.Response, m.Usage = nil, nil, nil
 	m.CallID = ""
 	if c.Tokens != nil {
 		t := *c.Tokens
-		t.PromptIDs = nil
+		t.PromptIDs, t.CompletionIDs, t.Logprobs = nil, nil, nil
+		if len(t.Choices) > 0 {
+			t.Choices = make([]ChoiceTokens, len(c.Tokens.Choices))
+			for i, ch := range c.Tokens.Choices {
+				t.Choices[i] = ChoiceTokens{Index: ch.Index}
+			}
+		}
 		m.Tokens = &t
 	}
 	b, err := json.Marshal(&m)
@@ -275,4 +240,33 @@ func marshalMeta(c *Call) ([]byte, error) {
 		return nil, fmt.Errorf("marshal call %s: %w", c.CallID, err)
 	}
 	return b, nil
+}
+
+// checkLogprobs rejects a call with a logprob that is NaN or infinite, as
+// encoding/json would: the document could store it, but no reader could
+// hand the call on as JSON.
+func checkLogprobs(c *Call) error {
+	t := c.Tokens
+	if t == nil {
+		return nil
+	}
+	f, ok := finite(t.Logprobs)
+	for i := 0; ok && i < len(t.Choices); i++ {
+		f, ok = finite(t.Choices[i].Logprobs)
+	}
+	if ok {
+		return nil
+	}
+	err := &json.UnsupportedValueError{Str: strconv.FormatFloat(float64(f), 'g', -1, 32)}
+	return fmt.Errorf("marshal call %s: %w", c.CallID, err)
+}
+
+// finite returns the first NaN or infinity in fs and false, or true.
+func finite(fs []float32) (float32, bool) {
+	for _, f := range fs {
+		if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
+			return f, false
+		}
+	}
+	return 0, true
 }

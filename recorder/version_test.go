@@ -2,16 +2,20 @@ package recorder
 
 import (
 	"bytes"
+	"errors"
 	"encoding/binary"
 	"encoding/json"
 	"os"
 	"testing"
 )
 
-// readUnits reads testdata/v1/episode.bin: packed units, each after its
-// uvarint length. The file was written by the version 1 encoder (four
-// deduplicated calls of a vLLM episode, then the first call again as a
-// self-contained spill unit) and is frozen: no flag rewrites it.
+// readUnits reads a frozen episode fixture: packed units, each after its
+// uvarint length. testdata/v1/episode.bin was written by the version 1
+// encoder (four deduplicated calls of a vLLM episode, then the first call
+// again as a self-contained spill unit), testdata/v2/episode.bin by the
+// version 2 encoder (those calls again, an n=2 call with per-choice ids and
+// logprobs and a mismatch, a call with empty ids, then the n=2 call as a
+// spill unit). No flag rewrites them.
 func readUnits(t *testing.T, name string) [][]byte {
 	t.Helper()
 	b, err := os.ReadFile(name)
@@ -27,6 +31,80 @@ func readUnits(t *testing.T, name string) [][]byte {
 		units, b = append(units, b[k:k+int(n)]), b[k+int(n):]
 	}
 	return units
+}
+
+// TestDecodeVersion2 proves that records stored before version 3, with
+// their completion ids and logprobs in the metadata, read back and export
+// byte for byte as they did (the golden was written by the version 2
+// decoder).
+func TestDecodeVersion2(t *testing.T) {
+	units := readUnits(t, "testdata/v2/episode.bin")
+	want, err := os.ReadFile("testdata/v2/episode.golden.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := storedEpisode{units: units[:len(units)-1]}
+	calls := s.read(t)
+	spill, err := UnmarshalCall(units[len(units)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	for _, c := range append(calls, spill) {
+		b, _ := json.Marshal(c)
+		got = append(append(got, b...), '\n')
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("version 2 records export as\n%s\nwant\n%s", got, want)
+	}
+	for i, u := range units {
+		if d, _, err := Unpack(u); err != nil || d[0] != docVersion2 {
+			t.Fatalf("unit %d: version %d (%v), want a version 2 fixture", i, d[0], err)
+		}
+	}
+	// Re-encoded by this version, they decode to the same calls, and the
+	// metadata holds none of their ids or logprobs.
+	var again storedEpisode
+	e := NewEpisodeEncoder(true)
+	for _, c := range calls {
+		again.write(t, e, c)
+	}
+	assertSameCalls(t, again.read(t), calls)
+	for i, u := range again.units {
+		d, _, _ := Unpack(u)
+		if d[0] != docVersion || bytes.Contains(d, []byte(`"logprobs":[`)) || bytes.Contains(d, []byte(`"completion_ids":[`)) {
+			t.Errorf("unit %d: version %d, or ids or logprobs in its metadata", i, d[0])
+		}
+	}
+}
+
+// TestCompletionSectionChecked: a version 3 document whose completion ids
+// and metadata disagree (tokens on one side only, or another count of
+// choices) is corrupt, not decoded with ids missing.
+func TestCompletionSectionChecked(t *testing.T) {
+	withChoices := testCall("ep", "c1", 1)
+	withChoices.Tokens.Choices = []ChoiceTokens{{Index: 0, CompletionIDs: []int32{1}}, {Index: 1, CompletionIDs: []int32{2}}}
+	noTokens := testCall("ep", "c1", 1)
+	noTokens.Tokens = nil
+	oneChoice := &Tokens{CompletionIDs: []int32{1}, Choices: []ChoiceTokens{{CompletionIDs: []int32{1}}}}
+	for name, tt := range map[string]struct {
+		c    *Call
+		comp *Tokens
+	}{
+		"ids without tokens":      {noTokens, oneChoice},
+		"tokens without ids":      {withChoices, nil},
+		"fewer choices than meta": {withChoices, oneChoice},
+	} {
+		meta, err := marshalMeta(tt.c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := doc{callID: "c1", meta: meta, comp: tt.comp}
+		_, err = NewEpisodeDecoder().Decode(d.appendTo(nil), func(BlockHash) ([]byte, bool) { return nil, false })
+		if !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: Decode = %v, want ErrCorrupt", name, err)
+		}
+	}
 }
 
 // TestDecodeVersion1 proves that records stored before version 2 read back

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 )
 
 // errShort is returned when an encoded document ends before a field does.
@@ -18,6 +19,29 @@ func (w *wbuf) varint(v int64)   { w.b = binary.AppendVarint(w.b, v) }
 func (w *wbuf) hash(h BlockHash) { w.b = append(w.b, h[:]...) }
 func (w *wbuf) bytes(v []byte)   { w.uvarint(uint64(len(v))); w.b = append(w.b, v...) }
 func (w *wbuf) str(v string)     { w.uvarint(uint64(len(v))); w.b = append(w.b, v...) }
+
+// ids appends a token id list: its length plus one (0 for nil, which the
+// metadata tells from an empty list), then the ids as varints.
+func (w *wbuf) ids(ids []int32) {
+	if ids == nil {
+		w.uvarint(0)
+		return
+	}
+	w.uvarint(uint64(len(ids)) + 1)
+	for _, id := range ids {
+		w.varint(int64(id))
+	}
+}
+
+// floats appends a logprob list: its length, then each float32's bits,
+// little-endian.
+func (w *wbuf) floats(fs []float32) {
+	w.uvarint(uint64(len(fs)))
+	for _, f := range fs {
+		w.b = binary.LittleEndian.AppendUint32(w.b, math.Float32bits(f))
+	}
+}
+
 func (w *wbuf) hashes(hs []BlockHash) {
 	w.uvarint(uint64(len(hs)))
 	for _, h := range hs {
@@ -78,6 +102,37 @@ func (r *rbuf) int32(what string) int32 {
 		return 0
 	}
 	return int32(v)
+}
+
+// ids reads what wbuf.ids wrote.
+func (r *rbuf) ids(what string) []int32 {
+	v := r.uvarint(what)
+	if r.err != nil || v == 0 {
+		return nil
+	}
+	if v-1 > uint64(len(r.b)) { // a varint takes at least a byte
+		r.fail(what)
+		return nil
+	}
+	ids := make([]int32, v-1)
+	for i := range ids {
+		ids[i] = r.int32(what)
+	}
+	return ids
+}
+
+// floats reads what wbuf.floats wrote; an empty list reads as nil.
+func (r *rbuf) floats(what string) []float32 {
+	n := r.count(what, 4)
+	if r.err != nil || n == 0 {
+		return nil
+	}
+	fs := make([]float32, n)
+	for i := range fs {
+		fs[i] = math.Float32frombits(binary.LittleEndian.Uint32(r.b[4*i:]))
+	}
+	r.b = r.b[4*n:]
+	return fs
 }
 
 // fieldKind reads a field kind up to max into f.
