@@ -2,9 +2,10 @@ package recorder
 
 import (
 	"bytes"
-	"errors"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"testing"
 )
@@ -38,30 +39,7 @@ func readUnits(t *testing.T, name string) [][]byte {
 // byte for byte as they did (the golden was written by the version 2
 // decoder).
 func TestDecodeVersion2(t *testing.T) {
-	units := readUnits(t, "testdata/v2/episode.bin")
-	want, err := os.ReadFile("testdata/v2/episode.golden.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := storedEpisode{units: units[:len(units)-1]}
-	calls := s.read(t)
-	spill, err := UnmarshalCall(units[len(units)-1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []byte
-	for _, c := range append(calls, spill) {
-		b, _ := json.Marshal(c)
-		got = append(append(got, b...), '\n')
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("version 2 records export as\n%s\nwant\n%s", got, want)
-	}
-	for i, u := range units {
-		if d, _, err := Unpack(u); err != nil || d[0] != docVersion2 {
-			t.Fatalf("unit %d: version %d (%v), want a version 2 fixture", i, d[0], err)
-		}
-	}
+	calls := readFrozen(t, docVersion2)
 	// Re-encoded by this version, they decode to the same calls, and the
 	// metadata holds none of their ids or logprobs.
 	var again storedEpisode
@@ -111,8 +89,17 @@ func TestCompletionSectionChecked(t *testing.T) {
 // and export byte for byte as they did (the golden was written by the
 // version 1 decoder).
 func TestDecodeVersion1(t *testing.T) {
-	units := readUnits(t, "testdata/v1/episode.bin")
-	want, err := os.ReadFile("testdata/v1/episode.golden.jsonl")
+	readFrozen(t, 1)
+}
+
+// readFrozen reads testdata/vN: its calls decode, and with the spill unit
+// export byte for byte as the golden (written by the version N decoder)
+// says, and every unit is of version N. It returns the deduplicated calls.
+func readFrozen(t *testing.T, version byte) []*Call {
+	t.Helper()
+	dir := fmt.Sprintf("testdata/v%d/", version)
+	units := readUnits(t, dir+"episode.bin")
+	want, err := os.ReadFile(dir + "episode.golden.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,13 +115,14 @@ func TestDecodeVersion1(t *testing.T) {
 		got = append(append(got, b...), '\n')
 	}
 	if !bytes.Equal(got, want) {
-		t.Errorf("version 1 records export as\n%s\nwant\n%s", got, want)
+		t.Errorf("version %d records export as\n%s\nwant\n%s", version, got, want)
 	}
 	for i, u := range units {
-		if d, _, err := Unpack(u); err != nil || d[0] != docVersion1 {
-			t.Fatalf("unit %d: version %d (%v), want a version 1 fixture", i, d[0], err)
+		if d, _, err := Unpack(u); err != nil || d[0] != version {
+			t.Fatalf("unit %d: version %d (%v), want a version %d fixture", i, d[0], err, version)
 		}
 	}
+	return calls
 }
 
 // TestVersion2RoundTrip re-encodes the version 1 episode: it decodes to the
