@@ -19,11 +19,15 @@ import (
 // the embedded store's write (dedup encoding, zstd, append; no fsync, which
 // the disk decides). Each op records 64 episodes of eight calls, turn by
 // turn across the episodes as 64 clients would, in writes of 64 calls.
+//
+// store-tokens is store on the token path: the calls carry the engine's
+// token ids and logprobs, and their responses leave out what the proxy
+// asked for, as the vLLM kind's records do.
 func BenchmarkRecordEpisode(b *testing.B) {
 	const episodes = 64
-	turns := loadEpisodeCalls(b, episodes)
+	plain, tokens := loadEpisodeCalls(b, episodes, false), loadEpisodeCalls(b, episodes, true)
 	ctx := context.Background()
-	run := func(b *testing.B, observe, write bool) {
+	run := func(b *testing.B, turns [][]*recorder.Call, observe, write bool) {
 		st, err := embedded.Open(b.TempDir(), embedded.Options{NoSync: true})
 		if err != nil {
 			b.Fatal(err)
@@ -60,20 +64,31 @@ func BenchmarkRecordEpisode(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*episodes*len(turns))/1e3, "us/call")
 	}
-	b.Run("lineage", func(b *testing.B) { run(b, true, false) })
-	b.Run("store", func(b *testing.B) { run(b, false, true) })
-	b.Run("both", func(b *testing.B) { run(b, true, true) })
+	b.Run("lineage", func(b *testing.B) { run(b, plain, true, false) })
+	b.Run("store", func(b *testing.B) { run(b, plain, false, true) })
+	b.Run("both", func(b *testing.B) { run(b, plain, true, true) })
+	b.Run("store-tokens", func(b *testing.B) { run(b, tokens, false, true) })
 }
 
 // loadEpisodeCalls returns the load benchmark's calls as the proxy records
-// them on the plain path, turns[k][e] being turn k of episode e. They are
-// templates: copy one before handing it to the recorder.
-func loadEpisodeCalls(tb testing.TB, episodes int) [][]*recorder.Call {
+// them on the plain path, or with tokens on the vLLM kind's token path,
+// turns[k][e] being turn k of episode e. They are templates: copy one
+// before handing it to the recorder.
+func loadEpisodeCalls(tb testing.TB, episodes int, tokens bool) [][]*recorder.Call {
 	var sc loadgen.Scenario
 	sc.Defaults()
-	bodies, err := sc.Bodies(true, false, false)
+	bodies, err := sc.Bodies(true, tokens, tokens)
 	if err != nil {
 		tb.Fatal(err)
+	}
+	assembled := func(body []byte) assemble.Result {
+		if !tokens {
+			return assemble.Stream(recorder.APIChatCompletions, body)
+		}
+		s, _ := assemble.NewStreamer(recorder.APIChatCompletions)
+		s.Hide([]assemble.Unseen{{Name: "prompt_token_ids"}, {Name: "token_ids", PerChoice: true}, {Name: "logprobs", PerChoice: true}})
+		s.Write(body)
+		return s.Result()
 	}
 	start := time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
 	turns := make([][]*recorder.Call, len(bodies))
@@ -81,7 +96,7 @@ func loadEpisodeCalls(tb testing.TB, episodes int) [][]*recorder.Call {
 		ep := fmt.Sprintf("bench-w%d-e0", e)
 		reqs := sc.Requests(ep, false)
 		for k, body := range bodies {
-			res := assemble.Stream(recorder.APIChatCompletions, body)
+			res := assembled(body)
 			at := start.Add(time.Duration(k*episodes+e) * time.Millisecond)
 			first, end := at.Add(time.Millisecond), at.Add(20*time.Millisecond)
 			turns[k] = append(turns[k], &recorder.Call{
