@@ -42,8 +42,9 @@ var ErrCorrupt = errors.New("corrupt record")
 // (tokens.completion_ids and tokens.logprobs, and each choice's) after the
 // prompt ids, as varints and as float32 bits, rather than as JSON numbers
 // in the metadata, which holds nulls in their place: marshalling a vLLM
-// call's logprobs as text, and compressing that text, was a tenth of the
-// token path's CPU. Version 1 and 2 documents still decode.
+// call's metadata, its logprobs as text, and compressing the documents
+// were 5.2% and 5.0% of the proxy's CPU at 64 token streams, 0.9% and 3.0%
+// after. Version 1 and 2 documents still decode.
 const (
 	docVersion  = 3
 	docVersion2 = 2

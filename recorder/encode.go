@@ -164,8 +164,9 @@ func (e *EpisodeEncoder) markKnown(hs []BlockHash) {
 // bodies cut into fields and hashed blocks. The pipeline prepares each call
 // on the goroutine that records it (see prepare), so that the single store
 // writer, which had fallen behind at 64 clients with the CPU saturated,
-// only does what depends on the episode: choosing a base, the deltas, the
-// metadata, and compression. It is read-only once made: Encode copies the
+// does little more than what depends on the episode (choosing a base, the
+// deltas) and compression; the metadata is marshalled there too, so that a
+// queued call does not hold it. It is read-only once made: Encode copies the
 // docBodies it changes, and may run more than once for a call (a failed
 // write, a replay).
 type prepared struct {

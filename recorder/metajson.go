@@ -19,9 +19,10 @@ import (
 // the proxy records; encoding/json's reflection and the parse after it cost
 // about 5% of the proxy's CPU on the token path.
 //
-// What encoding/json rejects (a NaN or infinite logprob, a time outside
-// RFC 3339's years) makes the writer give up, and marshalMeta reports
-// encoding/json's error. TestMetaWriterFields fails when Call gains a field
+// What encoding/json rejects (a time outside RFC 3339's years) makes the
+// writer give up, and marshalMeta reports encoding/json's error; a NaN or
+// infinite logprob, which the metadata no longer holds, checkLogprobs
+// rejects for both. TestMetaWriterFields fails when Call gains a field
 // the writer does not know; FuzzMetaWriter holds it to encoding/json.
 type metaWriter struct {
 	b       []byte
@@ -167,7 +168,6 @@ func (w *metaWriter) time(t time.Time) {
 	w.b = append(b, '"')
 }
 
-// ids writes ids as encoding/json writes an []int32: null when nil.
 // tokens writes t without its ids and logprobs: the prompt ids are the
 // document's token delta, and the completion ids and logprobs follow it
 // (see docVersion), so the metadata holds null ids, and no logprobs, in
@@ -216,7 +216,8 @@ func (w *metaWriter) lineage(l *Lineage) {
 }
 
 // marshalMeta returns c's metadata through encoding/json: every field but
-// the bodies, usage, call id (the document carries it) and prompt ids.
+// the bodies, usage, call id and token ids and logprobs (the document
+// carries them; the ids are null).
 func marshalMeta(c *Call) ([]byte, error) {
 	if err := checkLogprobs(c); err != nil {
 		return nil, err

@@ -87,9 +87,9 @@ func TestMetaWriter(t *testing.T) {
 			t.Fatalf("case %d", i)
 		}
 	}
-	// It gives up only on what encoding/json rejects (the NaN, the
-	// infinity and the year 10000 among the cases): strings that need
-	// escapes are its own work.
+	// It gives up only on what encoding/json rejects (the year 10000
+	// among the cases; the NaN and the infinity are checkLogprobs'):
+	// strings that need escapes are its own work.
 	cases := metaCases()
 	for i, c := range append(cases[:9:9], cases[12:]...) {
 		var w metaWriter
