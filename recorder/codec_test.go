@@ -161,15 +161,12 @@ func TestCodecNilFields(t *testing.T) {
 // writeRebuilt stores calls, rebuilding the encoder from the stored
 // documents (Observe) after the first split of them, as a backend does
 // after a restart; it returns the stored units and the rebuilt encoder.
-func writeRebuilt(t *testing.T, calls []*Call, split int) (storedEpisode, *EpisodeEncoder) {
+// observed returns a dedup encoder that observed the stored units, as a
+// store rebuilds one after a restart.
+func observed(t *testing.T, units [][]byte) *EpisodeEncoder {
 	t.Helper()
-	var s storedEpisode
 	enc := NewEpisodeEncoder(true)
-	for _, c := range calls[:split] {
-		s.write(t, enc, c)
-	}
-	enc = NewEpisodeEncoder(true)
-	for _, u := range s.units {
+	for _, u := range units {
 		d, _, err := Unpack(u)
 		if err != nil {
 			t.Fatal(err)
@@ -178,6 +175,17 @@ func writeRebuilt(t *testing.T, calls []*Call, split int) (storedEpisode, *Episo
 			t.Fatalf("Observe: %v", err)
 		}
 	}
+	return enc
+}
+
+func writeRebuilt(t *testing.T, calls []*Call, split int) (storedEpisode, *EpisodeEncoder) {
+	t.Helper()
+	var s storedEpisode
+	enc := NewEpisodeEncoder(true)
+	for _, c := range calls[:split] {
+		s.write(t, enc, c)
+	}
+	enc = observed(t, s.units)
 	for _, c := range calls[split:] {
 		s.write(t, enc, c)
 	}

@@ -200,3 +200,34 @@ func TestPromptIDsFields(t *testing.T) {
 		})
 	}
 }
+
+// TestUpgradeFromVersion2: a proxy of this version goes on with an episode
+// that one of version 2 stored: its encoder observes the version 2
+// documents, its new calls dedup against them (their metadata deltas
+// against a version 2 base, whose tokens hold ids), and one decoder reads
+// the episode back, both versions in order.
+func TestUpgradeFromVersion2(t *testing.T) {
+	units := readUnits(t, "testdata/v2/episode.bin")
+	s := storedEpisode{units: units[:len(units)-1]}
+	old := s.read(t)
+	enc := observed(t, s.units)
+	// The next calls continue the episode: a turn with ids and logprobs,
+	// the n=2 call again, and one without tokens after calls with them.
+	var next []*Call
+	for i, src := range []*Call{old[2], old[4], old[3]} {
+		c := *src
+		c.CallID, c.Seq = fmt.Sprintf("v3-%03d", i+7), int64(i+7)
+		next = append(next, &c)
+	}
+	for _, c := range next {
+		s.write(t, enc, c)
+	}
+	assertSameCalls(t, s.read(t), append(old, next...))
+	for i, u := range s.units[len(old):] {
+		b, _, _ := Unpack(u)
+		d, err := parseDoc(b)
+		if err != nil || d.version != docVersion || d.base == "" || !d.metaDelta {
+			t.Errorf("new call %d: version %d, base %q, metadata delta %v (%v); want this version, deltas against an earlier call", i, d.version, d.base, d.metaDelta, err)
+		}
+	}
+}
