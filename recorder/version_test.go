@@ -42,12 +42,7 @@ func TestDecodeVersion2(t *testing.T) {
 	calls := readFrozen(t, docVersion2)
 	// Re-encoded by this version, they decode to the same calls, and the
 	// metadata holds none of their ids or logprobs.
-	var again storedEpisode
-	e := NewEpisodeEncoder(true)
-	for _, c := range calls {
-		again.write(t, e, c)
-	}
-	assertSameCalls(t, again.read(t), calls)
+	again := reencoded(t, calls)
 	for i, u := range again.units {
 		d, _, _ := Unpack(u)
 		if d[0] != docVersion || bytes.Contains(d, []byte(`"logprobs":[`)) || bytes.Contains(d, []byte(`"completion_ids":[`)) {
@@ -125,6 +120,19 @@ func readFrozen(t *testing.T, version byte) []*Call {
 	return calls
 }
 
+// reencoded stores calls with a fresh dedup encoder of this version and
+// checks that they decode to the same calls.
+func reencoded(t *testing.T, calls []*Call) storedEpisode {
+	t.Helper()
+	var s storedEpisode
+	e := NewEpisodeEncoder(true)
+	for _, c := range calls {
+		s.write(t, e, c)
+	}
+	assertSameCalls(t, s.read(t), calls)
+	return s
+}
+
 // TestVersion2RoundTrip re-encodes the version 1 episode: it decodes to the
 // same calls, and the response's prompt_token_ids is stored once, in the
 // token delta, when it is spelled compactly (call 3 spells it otherwise,
@@ -133,12 +141,7 @@ func TestVersion2RoundTrip(t *testing.T) {
 	old := storedEpisode{units: readUnits(t, "testdata/v1/episode.bin")}
 	old.units = old.units[:len(old.units)-1]
 	calls := old.read(t)
-	var s storedEpisode
-	e := NewEpisodeEncoder(true)
-	for _, c := range calls {
-		s.write(t, e, c)
-	}
-	assertSameCalls(t, s.read(t), calls)
+	s := reencoded(t, calls)
 	for i, u := range s.units {
 		d, _, _ := Unpack(u)
 		if d[0] != docVersion {
@@ -224,10 +227,8 @@ func TestUpgradeFromVersion2(t *testing.T) {
 	}
 	assertSameCalls(t, s.read(t), append(old, next...))
 	for i, u := range s.units[len(old):] {
-		b, _, _ := Unpack(u)
-		d, err := parseDoc(b)
-		if err != nil || d.version != docVersion || d.base == "" || !d.metaDelta {
-			t.Errorf("new call %d: version %d, base %q, metadata delta %v (%v); want this version, deltas against an earlier call", i, d.version, d.base, d.metaDelta, err)
+		if d := storedDoc(t, u); d.version != docVersion || d.base == "" || !d.metaDelta {
+			t.Errorf("new call %d: version %d, base %q, metadata delta %v; want this version, deltas against an earlier call", i, d.version, d.base, d.metaDelta)
 		}
 	}
 }
