@@ -264,10 +264,9 @@ func appendIDWords(dst []int32, b []byte, i int) ([]int32, int) {
 const idRoom = 64
 
 // growFirst returns s, or, when it has no room at all, an empty slice with
-// room for n elements: for a list about to take its first elements. A
-// stream's token ids, logprobs and texts arrive a chunk at a time, and
-// grown from nothing by append they took about ten allocations each, twice
-// their final size in all.
+// room for n elements: for a list about to take its first elements, which
+// grown from nothing by append took about ten allocations. A stream's own
+// lists start in a listPool's buffer instead.
 func growFirst[T any](s []T, n int) []T {
 	if cap(s) == 0 {
 		return make([]T, 0, n)

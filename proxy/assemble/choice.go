@@ -98,6 +98,9 @@ func (ch *choice) addIDs(f val) int {
 // moreIDs is addIDs for a chunk replayed through a template: the parse of
 // the template chunk put the placeholder, and only a parse changes it.
 func (ch *choice) moreIDs(f val) int {
+	if cap(ch.ids.ids) == 0 {
+		ch.ids.ids = idLists.get(idRoom)
+	}
 	ids, n, ok := appendIDs(ch.ids.ids, f)
 	if !ok {
 		return -1
@@ -149,16 +152,25 @@ func (t *texts) add(k string, s val) bool {
 	return false
 }
 
-// textRoom is the room a text gets with its first bytes (see growFirst).
+// textRoom is the room a new buffer gives a text (see listPool).
 const textRoom = 256
 
 // roomFor is dst with room for a stream's text when it has none yet and the
 // string s adds to it.
 func roomFor(dst []byte, s val) []byte {
-	if len(s.raw) > 2 { // more than ""
-		return growFirst(dst, textRoom)
+	if len(s.raw) > 2 && cap(dst) == 0 { // more than ""
+		return textLists.get(textRoom)
 	}
 	return dst
+}
+
+// recycle gives the texts' buffers to later streams, once the response
+// holds them; the texts are empty after.
+func (t texts) recycle() {
+	for i := range t {
+		textLists.put(t[i].b)
+		t[i].b = nil
+	}
 }
 
 // get returns the text of field k and whether it is there.

@@ -24,6 +24,7 @@ type choices struct {
 	sglOut  map[int64][]int32
 	nChunks int
 	tpl     *template
+	final   *Result           // the assembled response, once built
 	cur     []byte            // the chunk being parsed in full (for template offsets)
 	members []jsonscan.Member // scratch: the members of the chunk being parsed
 	// membersRoom backs members until a chunk has more: a chat chunk has
@@ -229,7 +230,18 @@ func (c *choices) sorted() []*choice {
 	return out
 }
 
+// result assembles the response, once: building it hands the stream's
+// buffers to later streams (see listPool), so a later call returns the
+// same Result.
 func (c *choices) result() Result {
+	if c.final == nil {
+		r := c.build()
+		c.final = &r
+	}
+	return *c.final
+}
+
+func (c *choices) build() Result {
 	c.tpl = c.tpl.recycle()
 	c.members, c.cur, c.validated = nil, nil, nil
 	r := Result{Done: c.done, Err: strings.Join(c.errs, "; "), Usage: c.usage}
@@ -241,6 +253,7 @@ func (c *choices) result() Result {
 	toks := make([]choiceTokens, len(chs))
 	size := c.top.size()
 	for j, ch := range chs {
+		ch.ids.ids, ch.lp.values = settle(&idLists, ch.ids.ids), settle(&lpLists, ch.lp.values)
 		preps[j] = ch.prepare(c.chat)
 		size += ch.size(&preps[j]) + 1
 		toks[j] = ch.tokens()
@@ -265,6 +278,9 @@ func (c *choices) result() Result {
 		}
 		return append(b, ']'), true
 	})
+	for _, ch := range chs {
+		ch.texts.recycle()
+	}
 	if m, ok := c.top.get("model"); ok {
 		r.Model = gjson.ParseBytes(m).String()
 	}

@@ -165,10 +165,18 @@ func (l *logprobs) addPlanned(v val, chat bool, e holeElems) int {
 		if len(lp.raw) > 0 {
 			lp.Type = jsonscan.TypeOf(lp.raw[0])
 		}
-		l.values = append(growFirst(l.values, idRoom), logprobOf(lp))
+		l.values = append(l.room(), logprobOf(lp))
 		n++
 	}
 	return n
+}
+
+// room returns l.values, with room for a first value when it has none.
+func (l *logprobs) room() []float32 {
+	if cap(l.values) == 0 {
+		return lpLists.get(idRoom)
+	}
+	return l.values
 }
 
 // knownElem returns the element at b[i] if addKnown was told it, its
@@ -221,13 +229,13 @@ func (l *logprobs) addElems(lst *jsonList, b []byte, i int, content, tokenLogpro
 			case e.Member != jsonscan.Span{}:
 				lp = val{raw: b[e.Member.Start:e.Member.End], Type: jsonscan.TypeOf(b[e.Member.Start])}
 			}
-			l.values = append(growFirst(l.values, idRoom), logprobOf(lp))
+			l.values = append(l.room(), logprobOf(lp))
 			n++
 		case tokenLogprobs:
 			if end < 0 {
 				end = jsonscan.SkipValue(b, i)
 			}
-			l.values = append(growFirst(l.values, idRoom), logprobOf(val{raw: b[i:end], Type: jsonscan.TypeOf(b[i])}))
+			l.values = append(l.room(), logprobOf(val{raw: b[i:end], Type: jsonscan.TypeOf(b[i])}))
 			n++
 		case end < 0:
 			end = jsonscan.SkipValue(b, i)
