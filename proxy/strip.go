@@ -81,6 +81,7 @@ type stripper struct {
 	// gaveUp, when not nil, is set when the stripper gives up.
 	gaveUp *bool
 	spans  []assemble.Span // scratch: the values an event's edits null
+	edits  []edit          // scratch: an event's edits
 }
 
 // strippers recycles a stripper's framer and the read buffer of a
@@ -219,7 +220,7 @@ func (s *stripper) Close() error {
 	s.assemble(s.f.Rest())
 	err := s.src.Close()
 	s.giveOut()
-	*s = stripper{f: s.f, buf: s.buf, spans: s.spans[:0]}
+	*s = stripper{f: s.f, buf: s.buf, spans: s.spans[:0], edits: s.edits[:0]}
 	strippers.Put(s)
 	return err
 }
@@ -247,7 +248,8 @@ func (s *stripper) event(dst, ev []byte, lineEnd int) []byte {
 	if s.asm != nil {
 		d.members, d.known = s.asm.EventMembers(ev, data)
 	}
-	edits, drop := s.rules.plan(d, true)
+	edits, drop := s.rules.plan(d, true, s.edits[:0])
+	s.edits = edits
 	if drop {
 		s.replays = false
 		return dst[:base] // the usage-only chunk the client did not ask for
@@ -292,17 +294,16 @@ func (r stripRules) rewrite(data []byte, chunk bool) ([]byte, bool) {
 
 // appendRewritten appends data with the injected fields removed to dst.
 func (r stripRules) appendRewritten(dst, data []byte, chunk bool) ([]byte, bool) {
-	edits, drop := r.plan(chunkDoc{data: data}, chunk)
+	edits, drop := r.plan(chunkDoc{data: data}, chunk, nil)
 	if drop {
 		return dst, true
 	}
 	return appendEdited(dst, data, edits), false
 }
 
-// plan finds the edits that remove the injected fields from data, or
-// reports that the whole chunk is to be dropped.
-func (r stripRules) plan(d chunkDoc, chunk bool) ([]edit, bool) {
-	var edits []edit
+// plan appends to edits those that remove the injected fields from data,
+// or reports that the whole chunk is to be dropped.
+func (r stripRules) plan(d chunkDoc, chunk bool, edits []edit) ([]edit, bool) {
 	if r.usage && chunk {
 		u := d.get("usage")
 		switch {

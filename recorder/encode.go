@@ -89,6 +89,7 @@ func (e *EpisodeEncoder) Encode(c *Call) (docBytes []byte, newBlocks []Block, er
 	e.remember(c.CallID, &d, c.Tokens, ph, mm, base)
 	docBytes = d.appendTo(docBuf(d.sizeHint()))
 	ReleaseDoc(meta)
+	releaseMetaMap(mm)
 	return docBytes, newBlocks, nil
 }
 
