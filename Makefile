@@ -34,7 +34,7 @@ test-k8s: ## build (once, cached) etcd + kube-apiserver + kwok, then run the Kub
 	ORCHARD_K8S_BIN=$(K8S_BIN) ORCHARD_K8S_TEST=1 $(GO) test -race -count=1 -run Kube ./envd/kube/
 
 bench: build ## load benchmark side by side (docs/bench/*.json) + package benchmarks
-	bin/orchard-bench --bin $(BIN) --out-dir docs/bench
+	bin/orchard-bench --bin $(BIN) --rounds 2 --out-dir docs/bench
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 200x ./proxy/ ./recorder/... ./reconstruct/ ./cmd/orchard-bench ./envd/local/ ./envd/agent/
 
 # bench-count: the per-event work counted in instructions (valgrind's callgrind), which repeat within

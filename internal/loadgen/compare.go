@@ -136,7 +136,8 @@ func (r *Report) ran(key string) bool {
 
 // check evaluates the benchmark's targets: no failed stream and no lost
 // call for every target; the throughput, CPU, latency and memory targets
-// for every orchard target under test (not for a baseline twin).
+// for every orchard target under test (not for a baseline twin); and,
+// where the floors ran more than one round, whether the host was steady.
 func (r *Report) check() {
 	for _, t := range r.Targets {
 		if t.Skipped != "" {
@@ -147,6 +148,40 @@ func (r *Report) check() {
 			r.checkCost(t, r.limitsFor(t))
 		}
 	}
+	for _, f := range []string{floorBare, floorIDs} {
+		r.checkSteady(r.info(f))
+	}
+}
+
+// steadySpread is how far apart a floor's rounds may be, in throughput at
+// one load, for the run's ratios to measure the proxy rather than the
+// host: the floor's work does not change between rounds, so what moves it
+// moved the targets around it too, and a ratio that much from its goal
+// may pass or fail by chance.
+const steadySpread = 0.10
+
+// checkSteady reports the widest spread of floor t's rounds at one load:
+// (fastest - slowest) / fastest, throughput.
+func (r *Report) checkSteady(t TargetInfo) {
+	worst, at := -1.0, 0
+	for _, c := range r.Cells {
+		if c.Key != t.Key || c.Mode != "closed" || len(c.Rounds) < 2 {
+			continue
+		}
+		lo, hi := c.Rounds[0].Throughput, c.Rounds[0].Throughput
+		for _, rd := range c.Rounds[1:] {
+			lo, hi = min(lo, rd.Throughput), max(hi, rd.Throughput)
+		}
+		if hi > 0 && (hi-lo)/hi > worst {
+			worst, at = (hi-lo)/hi, c.Concurrency
+		}
+	}
+	if at == 0 {
+		return
+	}
+	r.Checks = append(r.Checks, Check{Target: t.Name,
+		Name: fmt.Sprintf("steady host: rounds' throughput within %.0f%% at each load", steadySpread*100),
+		Got:  fmt.Sprintf("%.1f%% apart at %d clients", 100*worst, at), Pass: worst <= steadySpread})
 }
 
 // checkStreams sums t's errors and records over its cells.

@@ -228,3 +228,41 @@ func TestTableSysShare(t *testing.T) {
 		t.Errorf("row %q: want cpu/1k 0.800 then sys%% 31", row)
 	}
 }
+
+// TestSteadyHost: a floor whose rounds' throughput moved by more than a
+// tenth at one load fails the steady-host check, with the load named;
+// floors of one round, or that did not run, get no such check.
+func TestSteadyHost(t *testing.T) {
+	cell := func(key string, conc int, thr ...float64) Cell {
+		c := Cell{Target: key, Key: key, Mode: "closed", Concurrency: conc}
+		for _, v := range thr {
+			c.Rounds = append(c.Rounds, Round{Throughput: v})
+		}
+		return c
+	}
+	r := &Report{
+		Targets: []TargetInfo{{Key: "b", Name: "bare"}, {Key: "b+ids", Name: "bare-ids"}},
+		Cells: []Cell{
+			cell("b", 8, 1000, 950), cell("b", 256, 1279, 1017, 1200), // 20.5% apart at 256
+			cell("b+ids", 8, 900, 850), cell("b+ids", 64, 1000, 980), // 5.6% at 8
+		},
+	}
+	r.compare()
+	var got []string
+	for _, c := range r.Checks {
+		if strings.HasPrefix(c.Name, "steady host") {
+			got = append(got, fmt.Sprintf("%s %s %v", c.Target, c.Got, c.Pass))
+		}
+	}
+	want := []string{"bare 20.5% apart at 256 clients false", "bare-ids 5.6% apart at 8 clients true"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("steady-host checks = %q, want %q", got, want)
+	}
+	r.Cells, r.Checks = []Cell{cell("b", 8, 1000)}, nil
+	r.compare()
+	for _, c := range r.Checks {
+		if strings.HasPrefix(c.Name, "steady host") {
+			t.Errorf("one round gave %+v", c)
+		}
+	}
+}
