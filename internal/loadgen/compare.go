@@ -180,7 +180,7 @@ func (r *Report) checkSteady(t TargetInfo) {
 		return
 	}
 	r.Checks = append(r.Checks, Check{Target: t.Name,
-		Name: fmt.Sprintf("steady host: rounds' throughput within %.0f%% at each load", steadySpread*100),
+		Name: fmt.Sprintf("steady host: rounds within %.0f%% at each load", steadySpread*100),
 		Got:  fmt.Sprintf("%.1f%% apart at %d clients", 100*worst, at), Pass: worst <= steadySpread})
 }
 
