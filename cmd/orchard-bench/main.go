@@ -83,6 +83,7 @@ commit's binary (about 3 minutes):
 	fl.StringVar(&cfg.Bin, "bin", "", "orchard binary to run the proxies with (default: orchard beside this binary)")
 	fl.StringVar(&cfg.BaselineBin, "baseline-bin", "", "a second orchard binary (say, from the previous commit) to run each orchard target on as well (c', f', ...)")
 	fl.StringVar(&cfg.RedisServer, "redis-server", "", "redis-server binary (default: from PATH)")
+	fl.StringVar(&cfg.CPUProfiles, "cpu-profiles", "", "directory for a CPU profile of each orchard proxy over each measured window (target-modeclients-rround.pprof; empty: none)")
 	fl.StringVar(&cfg.WorkDir, "work-dir", "", "keep stores and process logs here (default: a temporary directory, removed)")
 	fl.StringSliceVar(&cfg.Targets, "targets", loadgen.TargetKeys(), "targets to run: a upstream, b bare, b+ids bare-ids, c orchard, d orchard-redis, e orchard-redis-vllm, f orchard-vllm")
 	fl.IntSliceVar(&cfg.Concurrency, "concurrency", []int{1, 8, 64, 256}, "closed-loop client counts")

@@ -47,6 +47,9 @@ type Config struct {
 	WorkDir string
 	// Progress receives a line per cell; nil discards.
 	Progress io.Writer
+	// CPUProfiles, if set, is a directory that gets a CPU profile of each
+	// orchard proxy over each measured window (see profile.go).
+	CPUProfiles string
 }
 
 func (c *Config) defaults() {
@@ -216,6 +219,11 @@ func (s *suite) setup(ctx context.Context) error {
 	if s.bins, err = copyBinaries(s.work, s.cfg.Bin, s.cfg.BaselineBin); err != nil {
 		return err
 	}
+	if dir := s.cfg.CPUProfiles; dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("make profile dir: %w", err)
+		}
+	}
 	if s.r, err = s.cfg.Scenario.render(); err != nil {
 		return err
 	}
@@ -328,6 +336,10 @@ func (s *suite) cell(ctx context.Context, t target, key cellKey) {
 		load.Duration = s.cfg.OpenDuration
 	}
 	load.Mark = s.marker(cr, px)
+	if env.pprof != "" {
+		name := profileName(t.slug(), key, cr.rounds+1)
+		load.Mark = profiling(ctx, s.cfg.CPUProfiles, env.pprof, name, profileSeconds(load.Duration), cr, load.Mark)
+	}
 	if t.store != nil && s.cfg.Scenario.Lifecycle {
 		load.Create, load.Finish = c.Create, c.Finish
 	}
@@ -454,6 +466,11 @@ func (s *suite) startTarget(ctx context.Context, t target, key cellKey) (string,
 	e := targetEnv{upstream: upstream, listen: addr, data: filepath.Join(data, "store")}
 	if s.redis != nil {
 		e.redis = "redis://" + s.redis.addr + "/0"
+	}
+	if s.cfg.CPUProfiles != "" && t.recording() {
+		if e.pprof, err = freeAddr(); err != nil {
+			return "", nil, targetEnv{}, err
+		}
 	}
 	argv := append([]string{s.bin(t)}, t.args(e)...)
 	p, err := startProc(ctx, t.Name, argv, s.procEnv(t, key), addr, s.work, httpReady)

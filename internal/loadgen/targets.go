@@ -35,13 +35,19 @@ type targetEnv struct {
 	listen   string
 	data     string // fresh directory for the embedded store and spill files
 	redis    string // redis://127.0.0.1:P/0
+	pprof    string // an orchard proxy's --pprof address; "" for none
 }
 
 func orchardArgs(e targetEnv, extra ...string) []string {
 	a := []string{"proxy", "--listen", e.listen, "--upstream", e.upstream + "/v1"}
 	// For profiling a target while it is under load (see docs/benchmarks.md):
-	// its cells run one at a time, so one address serves them all in turn.
-	if addr := os.Getenv("ORCHARD_BENCH_PPROF"); addr != "" {
+	// its cells run one at a time, so one address serves them all in turn,
+	// unless the suite takes the profiles itself (Config.CPUProfiles).
+	addr := e.pprof
+	if addr == "" {
+		addr = os.Getenv("ORCHARD_BENCH_PPROF")
+	}
+	if addr != "" {
 		a = append(a, "--pprof", addr)
 	}
 	return append(a, extra...)
