@@ -158,9 +158,6 @@ func TestCodecNilFields(t *testing.T) {
 	assertSameCalls(t, s.read(t), want)
 }
 
-// writeRebuilt stores calls, rebuilding the encoder from the stored
-// documents (Observe) after the first split of them, as a backend does
-// after a restart; it returns the stored units and the rebuilt encoder.
 // observed returns a dedup encoder that observed the stored units, as a
 // store rebuilds one after a restart.
 func observed(t *testing.T, units [][]byte) *EpisodeEncoder {
@@ -178,6 +175,9 @@ func observed(t *testing.T, units [][]byte) *EpisodeEncoder {
 	return enc
 }
 
+// writeRebuilt stores calls, rebuilding the encoder from the stored
+// documents (Observe) after the first split of them, as a backend does
+// after a restart; it returns the stored units and the rebuilt encoder.
 func writeRebuilt(t *testing.T, calls []*Call, split int) (storedEpisode, *EpisodeEncoder) {
 	t.Helper()
 	var s storedEpisode

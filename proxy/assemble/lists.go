@@ -9,11 +9,10 @@ import (
 // A stream's completion ids, logprobs and texts grow a chunk at a time, by
 // doubling: on the load benchmark's token path they allocated 3.5 and 3.3
 // KB a request for the 1.5 and 1.6 KB they kept (allocation profiles at 64
-// clients). So they grow in
-// buffers that finished streams hand back: when its response is assembled
-// (choices.result), a stream keeps exact copies of its ids and logprobs,
-// which go on to the record, and gives its buffers, and its texts', to
-// later streams.
+// clients). So they grow in buffers that finished streams hand back: when
+// its response is assembled (choices.result), a stream keeps exact copies
+// of its ids and logprobs, which go on to the record, and gives its
+// buffers, and its texts', to later streams.
 type listPool[T any] struct{ p sync.Pool }
 
 var (
