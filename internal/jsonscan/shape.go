@@ -127,7 +127,10 @@ func SlotValue(b []byte, i int, kind byte) (int, bool) {
 	case '"':
 		return validString(b, i)
 	}
-	return validValue(b, i, 0) // a number or a literal: no nesting
+	if c := b[i]; c == '-' || c-'0' <= 9 {
+		return validNumber(b, i) // a logprob
+	}
+	return validValue(b, i, 0) // a literal
 }
 
 // Slots returns the extents of s's slots in its source and, per slot, the

@@ -154,3 +154,39 @@ func FuzzShape(f *testing.F) {
 		checkShape(t, &s, []byte(raw), 0)
 	})
 }
+
+// slotValueByGrammar is SlotValue without its shortcuts for short strings
+// and numbers: the grammar's own checks.
+func slotValueByGrammar(b []byte, i int, kind byte) (int, bool) {
+	if i >= len(b) || !SameKind(b[i], kind) {
+		return i, false
+	}
+	switch kind {
+	case '[':
+		return plainInts(b, i)
+	case '"':
+		return validString(b, i)
+	}
+	return validValue(b, i, 0)
+}
+
+// FuzzSlotValue: SlotValue's shortcuts answer what the grammar's checks
+// answer, end included, for every kind of slot at every offset.
+func FuzzSlotValue(f *testing.F) {
+	for _, s := range []string{`"tok","logprob":-0.125,"bytes":[1]`, `-0.125,`, `-0.1e5,"x"`, `"a\"b"......`,
+		`"\u00e9"........`, `0.,,,,,,,,,`, `-,,,,,,,,,,`, `01234567890`, `"abcdefgh"`, `"abcdefg"`, `[97,98,99,100]`, `true,`, `-`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		b := []byte(s[:min(len(s), 256)]) // every offset: keep it quadratic in little
+		for i := range len(b) + 1 {
+			for _, kind := range []byte{'"', '[', '-', '0', '7', 't', 'n'} {
+				end, ok := SlotValue(b, i, kind)
+				wantEnd, wantOK := slotValueByGrammar(b, i, kind)
+				if end != wantEnd || ok != wantOK {
+					t.Fatalf("%q at %d, kind %q: %d %v, the grammar says %d %v", b, i, kind, end, ok, wantEnd, wantOK)
+				}
+			}
+		}
+	})
+}

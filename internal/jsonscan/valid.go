@@ -153,7 +153,20 @@ var strPlain = func() (t [256]bool) {
 
 func validString(b []byte, i int) (int, bool) {
 	for i++; ; i++ {
-		i = nextSpecial(b, i)
+		// The next byte a string does not hold as it is (see strPlain),
+		// eight bytes at a time while eight are left, in this loop rather
+		// than a call: strings are validated for every chunk the proxy
+		// strips, and most are a few bytes.
+		for len(b)-i >= 8 {
+			if m := special8(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				break
+			}
+			i += 8
+		}
+		for i < len(b) && strPlain[b[i]] {
+			i++
+		}
 		if i >= len(b) {
 			return i, false
 		}
@@ -179,21 +192,6 @@ func validString(b []byte, i int) (int, bool) {
 			return i, false
 		}
 	}
-}
-
-// nextSpecial returns the index of the first byte at or after i that a
-// string does not hold as it is (see strPlain), or len(b). It tests eight
-// bytes at a time: strings are validated for every chunk the proxy strips.
-func nextSpecial(b []byte, i int) int {
-	for ; i+8 <= len(b); i += 8 {
-		if m := special8(binary.LittleEndian.Uint64(b[i:])); m != 0 {
-			return i + bits.TrailingZeros64(m)>>3
-		}
-	}
-	for i < len(b) && strPlain[b[i]] {
-		i++
-	}
-	return i
 }
 
 // special8 flags (high bit) the bytes of x below 0x20 or equal to '"' or
