@@ -155,8 +155,9 @@ func FuzzShape(f *testing.F) {
 	})
 }
 
-// slotValueByGrammar is SlotValue without its shortcuts for short strings
-// and numbers: the grammar's own checks.
+// slotValueByGrammar is SlotValue by the grammar's checks alone: a number
+// through the check of any value, a string a byte at a time (validString
+// scans eight at a time).
 func slotValueByGrammar(b []byte, i int, kind byte) (int, bool) {
 	if i >= len(b) || !SameKind(b[i], kind) {
 		return i, false
@@ -165,16 +166,45 @@ func slotValueByGrammar(b []byte, i int, kind byte) (int, bool) {
 	case '[':
 		return plainInts(b, i)
 	case '"':
-		return validString(b, i)
+		return stringByBytes(b, i)
 	}
 	return validValue(b, i, 0)
 }
 
-// FuzzSlotValue: SlotValue's shortcuts answer what the grammar's checks
-// answer, end included, for every kind of slot at every offset.
+// stringByBytes is validString a byte at a time, failing where it fails.
+func stringByBytes(b []byte, i int) (int, bool) {
+	for i++; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '"':
+			return i + 1, true
+		case c < ' ':
+			return i, false
+		case c != '\\':
+			continue
+		}
+		if i++; i >= len(b) {
+			return i, false
+		}
+		switch b[i] {
+		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		case 'u':
+			if len(b)-i < 5 || !hex4(b[i+1:i+5]) {
+				return i, false
+			}
+			i += 4
+		default:
+			return i, false
+		}
+	}
+	return i, false
+}
+
+// FuzzSlotValue: SlotValue (its number shortcut, validString's word scan)
+// answers what the grammar's checks answer, end included, for every kind
+// of slot at every offset.
 func FuzzSlotValue(f *testing.F) {
 	for _, s := range []string{`"tok","logprob":-0.125,"bytes":[1]`, `-0.125,`, `-0.1e5,"x"`, `"a\"b"......`,
-		`"\u00e9"........`, `0.,,,,,,,,,`, `-,,,,,,,,,,`, `01234567890`, `"abcdefgh"`, `"abcdefg"`, `[97,98,99,100]`, `true,`, `-`} {
+		`"\u00e9"........`, `"a\u12"........`, `"ab\x"`, `"abcdefghijklmnop\`, "\"ab\x01cdefghij\"", `0.,,,,,,,,,`, `-,,,,,,,,,,`, `01234567890`, `"abcdefgh"`, `"abcdefg"`, `[97,98,99,100]`, `true,`, `-`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
