@@ -39,8 +39,7 @@ type template struct {
 	ok    bool
 	data  []byte // the chunk, copied
 	holes []hole
-	vals  []val       // scratch: the hole values of the chunk being matched
-	elems []holeElems // scratch: per hole, the elements match found inside its value
+	got   []foundVal // scratch: per hole, where match found its value (see value, elemsOf)
 	// strips: markStrip found every value the caller strips from the
 	// template chunk to be a hole, so a chunk that matches is stripped by
 	// nulling those holes (see Streamer.ReplayStripped); nulls: their
@@ -91,6 +90,18 @@ type holeElems struct {
 	spans []jsonscan.Elem
 	base  int
 	plan  []listKind // the shape's, when the value matched one
+}
+
+// foundVal is where match found a hole's value in the chunk it matched,
+// and which of t.own are the elements it found inside the value. It holds
+// offsets, not slices: match notes one per hole of every chunk, and
+// noting offsets costs a few stores where slices cost a dozen, with the
+// GC's write barriers; value and elemsOf make the slices for the holes
+// that are read.
+type foundVal struct {
+	start, end int  // the value's extent in the chunk
+	lo, hi     int  // its elements: t.own[lo:hi]
+	planned    bool // it matched its hole's shape, whose plan it follows
 }
 
 type holeKind uint8
@@ -147,10 +158,8 @@ func (t *template) recycle() *template {
 		return empty
 	}
 	clear(t.holes[:cap(t.holes)])
-	clear(t.vals[:cap(t.vals)])
-	clear(t.elems[:cap(t.elems)])
 	// The shapes alias data, which goes with them; keep rebuilds them.
-	*t = template{data: t.data[:0], holes: t.holes[:0], vals: t.vals[:0], elems: t.elems[:0],
+	*t = template{data: t.data[:0], holes: t.holes[:0], got: t.got[:0],
 		own: t.own[:0], shapes: t.shapes, ends: t.ends[:0], prog: t.prog[:0], nulls: t.nulls[:0]}
 	templates.Put(t)
 	return empty
@@ -366,10 +375,10 @@ func (t *template) replayStripped(dst, data []byte) ([]byte, bool) {
 	}
 	last := 0
 	for _, i := range t.nulls {
-		start := t.elems[i].base // where match found the value
-		dst = append(dst, data[last:start]...)
+		f := &t.got[i]
+		dst = append(dst, data[last:f.start]...)
 		dst = append(dst, "null"...)
-		last = start + len(t.vals[i].raw)
+		last = f.end
 	}
 	return append(dst, data[last:]...), true
 }
@@ -390,7 +399,7 @@ func (t *template) replay(data []byte) bool {
 			}
 			group, ch, nIDs, nLP = h.group, h.ch, -1, -1
 		}
-		v := t.vals[i]
+		v := t.value(i, data)
 		switch h.kind {
 		case holeText:
 			h.ch.deltaText(h.key, v)
@@ -401,7 +410,7 @@ func (t *template) replay(data []byte) bool {
 		case holeIDs:
 			nIDs = h.ch.moreIDs(v)
 		case holeLogprobs:
-			nLP = h.ch.lp.addKnown(v, h.ch.c.chat, t.elems[i])
+			nLP = h.ch.lp.addKnown(v, h.ch.c.chat, t.elemsOf(i))
 		}
 	}
 	if ch != nil {
@@ -425,14 +434,27 @@ func (t *template) unfused(data []byte) bool {
 }
 
 // found notes data[start:end] as hole k's value, with the elements match
-// appended to t.own from lo on.
-func (t *template) found(k int, data []byte, start, end, lo int, plan []listKind) {
-	v, e := &t.vals[k], &t.elems[k]
-	v.raw, v.Type = data[start:end], jsonscan.TypeOf(data[start])
-	// Capped, so that later appends cannot write into the hole's
-	// elements; one that moves t.own leaves them in the old array,
-	// which nothing writes to again during this match.
-	e.spans, e.base, e.plan = t.own[lo:len(t.own):len(t.own)], start, plan
+// appended to t.own from lo on; planned: the value matched the hole's
+// shape, which has a plan.
+func (t *template) found(k, start, end, lo int, planned bool) {
+	t.got[k] = foundVal{start: start, end: end, lo: lo, hi: len(t.own), planned: planned}
+}
+
+// value returns hole k's value in data, the chunk match last matched.
+func (t *template) value(k int, data []byte) val {
+	f := &t.got[k]
+	return val{raw: data[f.start:f.end], Type: jsonscan.TypeOf(data[f.start])}
+}
+
+// elemsOf returns the elements match found in hole k's value. Capped, so
+// that an append cannot write past them.
+func (t *template) elemsOf(k int) holeElems {
+	f := &t.got[k]
+	e := holeElems{spans: t.own[f.lo:f.hi:f.hi], base: f.start}
+	if f.planned {
+		e.plan = t.shapes[t.holes[k].shape-1].plan
+	}
+	return e
 }
 
 // A step of a template's program is a value between fixed bytes: a hole's
@@ -467,10 +489,10 @@ const (
 // per hole.
 func (t *template) program(fused bool) {
 	n := len(t.holes)
-	if cap(t.vals) < n || cap(t.elems) < n {
-		t.vals, t.elems = make([]val, n), make([]holeElems, n)
+	if cap(t.got) < n {
+		t.got = make([]foundVal, n)
 	}
-	t.vals, t.elems = t.vals[:n], t.elems[:n]
+	t.got = t.got[:n]
 	t.prog, t.fused = t.prog[:0], false
 	for k := range t.holes {
 		h := &t.holes[k]
@@ -525,13 +547,12 @@ func (t *template) match(data []byte) bool {
 				return false
 			}
 			lo := len(t.own)
-			var plan []listKind
+			planned := false
 			if st.slot == shapeHole {
 				h := &t.holes[st.hole]
 				sh := &t.shapes[h.shape-1]
-				if end, ok = t.matchShape(sh, data, at, h.ch.lp.valuesOnly); ok && len(sh.plan) > 0 {
-					plan = sh.plan
-				}
+				end, ok = t.matchShape(sh, data, at, h.ch.lp.valuesOnly)
+				planned = ok && len(sh.plan) > 0
 			}
 			if !ok && st.kind != '{' { // a text or a list of ids: no elements to find
 				end, ok = jsonscan.SlotValue(data, at, st.kind)
@@ -541,13 +562,12 @@ func (t *template) match(data []byte) bool {
 					return false
 				}
 			}
-			t.found(st.hole, data, at, end, lo, plan)
+			t.found(st.hole, at, end, lo, planned)
 			at, from = end, st.end
 			continue
 		}
-		h := &t.holes[st.hole]
 		if st.slot&firstSlot != 0 {
-			holeAt, slot0 = at-(st.start-h.start), len(t.ends)
+			holeAt, slot0 = at-(st.start-t.holes[st.hole].start), len(t.ends)
 		}
 		if end, ok = jsonscan.SlotValue(data, at, st.kind); !ok {
 			return false
@@ -556,6 +576,7 @@ func (t *template) match(data []byte) bool {
 		if st.slot&lastSlot != 0 {
 			// The hole's bytes after its last slot are compared with the
 			// next step's (or the chunk's last) fixed bytes.
+			h := &t.holes[st.hole]
 			holeEnd := end + h.end - st.end
 			if holeEnd > len(data) {
 				return false
@@ -563,11 +584,7 @@ func (t *template) match(data []byte) bool {
 			sh := &t.shapes[h.shape-1]
 			lo := len(t.own)
 			t.shapeElems(sh, holeAt, t.ends[slot0:], h.ch.lp.valuesOnly)
-			var plan []listKind
-			if len(sh.plan) > 0 {
-				plan = sh.plan
-			}
-			t.found(st.hole, data, holeAt, holeEnd, lo, plan)
+			t.found(st.hole, holeAt, holeEnd, lo, len(sh.plan) > 0)
 		}
 		at, from = end, st.end
 	}

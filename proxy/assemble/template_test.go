@@ -236,12 +236,9 @@ type matched struct {
 func matchBoth(tp *template, data []byte) (prog, holes *matched) {
 	get := func() *matched {
 		var m matched
-		for k, v := range tp.vals {
-			e := tp.elems[k]
+		for k := range tp.got {
+			v, e := tp.value(k, data), tp.elemsOf(k)
 			m.Vals = append(m.Vals, [2]int{e.base, e.base + len(v.raw)})
-			if string(v.raw) != string(data[e.base:e.base+len(v.raw)]) {
-				return nil
-			}
 			var spans []jsonscan.Elem // nil when empty, as the plan
 			if len(e.spans) > 0 {
 				spans = slices.Clone(e.spans)
