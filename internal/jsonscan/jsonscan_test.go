@@ -281,3 +281,33 @@ func plainIntsBytes(b []byte, i int) (int, bool) {
 	}
 	return plainIntsRest(b, i+1)
 }
+
+// FuzzDigitWord holds DigitWord, and digits, which skips a word at a time,
+// to byte-by-byte readings: the digits before the first other byte or the
+// end, at most eight, and their number.
+func FuzzDigitWord(f *testing.F) {
+	for _, s := range []string{"12345678", "0", "009614944458007812,", "1.5", "-1", "99999999999", "1234567", "7/", "3:", "\x00\x00"} {
+		f.Add([]byte(s), uint8(0))
+	}
+	f.Fuzz(func(t *testing.T, b []byte, at uint8) {
+		if len(b) == 0 {
+			return
+		}
+		i := int(at) % len(b)
+		k, v := DigitWord(b, i)
+		wk, wv := 0, uint64(0)
+		for j := i; j < len(b) && j-i < 8 && b[j] >= '0' && b[j] <= '9'; j++ {
+			wk, wv = wk+1, wv*10+uint64(b[j]-'0')
+		}
+		if k != wk || v != wv {
+			t.Fatalf("DigitWord(%q, %d) = %d, %d; byte by byte %d, %d", b, i, k, v, wk, wv)
+		}
+		end := i
+		for end < len(b) && b[end] >= '0' && b[end] <= '9' {
+			end++
+		}
+		if got := digits(b, i); got != end {
+			t.Fatalf("digits(%q, %d) = %d, want %d", b, i, got, end)
+		}
+	})
+}

@@ -134,12 +134,48 @@ func plainIntsRest(b []byte, i int) (int, bool) {
 // digit: below '0' it borrowed, above '9' adding 0x76 carried into it;
 // borrows and carries reach only the bytes after the first non-digit.
 func DigitsAt(b []byte, i int) int {
-	x := binary.LittleEndian.Uint64(b[i:]) - 0x3030303030303030
-	k := bits.TrailingZeros64((x|(x+0x7676767676767676))&0x8080808080808080) >> 3
+	k, x := leadDigits(b, i)
 	if k == 8 || byte(x) == 0 && k > 1 {
 		return 0
 	}
 	return k
+}
+
+// leadDigits returns how many of the eight bytes at b[i] (which must be
+// there) are digits before the first that is not (8 when all are), and the
+// bytes as a little-endian word less '0' in each (see DigitsAt).
+func leadDigits(b []byte, i int) (int, uint64) {
+	x := binary.LittleEndian.Uint64(b[i:]) - 0x3030303030303030
+	return bits.TrailingZeros64((x|(x+0x7676767676767676))&0x8080808080808080) >> 3, x
+}
+
+// DigitWord reads up to eight bytes of b from b[i] on, i < len(b): k is
+// how many are digits before the first that is not or the end of b (8 when
+// all eight are), and v the number those k digits write, combined in
+// pairs, then fours, then eights. Near the end of b it loads the last
+// eight bytes and shifts the ones before i out.
+func DigitWord(b []byte, i int) (k int, v uint64) {
+	var w uint64
+	switch n := len(b) - i; {
+	case n >= 8:
+		w = binary.LittleEndian.Uint64(b[i:])
+	case len(b) >= 8:
+		w = binary.LittleEndian.Uint64(b[len(b)-8:]) >> (64 - 8*uint(n))
+	default:
+		for j := len(b) - 1; j >= i; j-- {
+			w = w<<8 | uint64(b[j])
+		}
+	}
+	// A zero byte past the end is no digit.
+	x := w - 0x3030303030303030
+	k = bits.TrailingZeros64((x|(x+0x7676767676767676))&0x8080808080808080) >> 3
+	if k == 0 {
+		return 0, 0
+	}
+	x <<= 64 - 8*uint(k) // the k digits at the top, zeros below
+	x = (x*10 + x>>8) & 0x00FF00FF00FF00FF
+	x = (x*100 + x>>16) & 0x0000FFFF0000FFFF
+	return k, (x*10000 + x>>32) & 0xFFFFFFFF
 }
 
 // strPlain marks the bytes a string holds as they are: anything but a
@@ -247,7 +283,15 @@ func validNumber(b []byte, i int) (int, bool) {
 	return i, true
 }
 
+// digits returns where the run of digits from b[i] ends, reading eight
+// bytes at a time while eight are left (a logprob has 16 or 17 digits).
 func digits(b []byte, i int) int {
+	for len(b)-i >= 8 {
+		k, _ := leadDigits(b, i)
+		if i += k; k < 8 {
+			return i
+		}
+	}
 	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
 		i++
 	}
