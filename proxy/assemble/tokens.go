@@ -304,6 +304,11 @@ func firstLogprob(b []byte, i int) val {
 // engines compute it in, so the float32 nearest to what they sent is the
 // value they computed.
 func logprobOf(v val) float32 {
+	if v.Type == gjson.Number {
+		if f, ok := float32Of(v.raw); ok {
+			return f // a normal float32: neither infinite nor NaN
+		}
+	}
 	f := float32(v.Float())
 	if v.Type != gjson.Number || math.IsInf(float64(f), 0) || math.IsNaN(float64(f)) {
 		return missingLogprob // also for 1e999 and -1e300, which encoding/json cannot write back as float32
