@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -118,7 +119,28 @@ func (s *Scenario) turn(k int) llmtest.Turn {
 		a := append(llmtest.Pieces{`{"command":"`}, s.pieces(args-2, 3*k+2)...)
 		t.ToolCalls = []llmtest.ToolCall{{ID: toolCallID(k), Name: "bash", Arguments: append(a, `"}`)}}
 	}
+	t.Logprobs = sampledLogprobs(reasoning+content+args, k)
 	return t
+}
+
+// sampledLogprobs are n logprobs of sampled tokens as vLLM writes them: a
+// float32 from the sampler, widened to a double and printed shortest, so
+// most have 16 or 17 digits (-0.009614944458007812, -1.1920928244535389e-07).
+// Three tokens in four are near certain (down to about -1e-6), the rest
+// spread to -8. The same for the same salt.
+func sampledLogprobs(n, salt int) []float64 {
+	out := make([]float64, n)
+	h := uint32(salt)*2654435761 + 1
+	for i := range out {
+		h = h*1664525 + 1013904223
+		x := float64(h>>8) / (1 << 24) // in [0, 1)
+		lp := -8*x - 1.0/(1<<20)
+		if h&0x300 != 0 {
+			lp = -math.Pow(10, -1-5*x)
+		}
+		out[i] = float64(float32(lp))
+	}
+	return out
 }
 
 func toolCallID(k int) string { return "call_bench_" + strconv.Itoa(k) }
