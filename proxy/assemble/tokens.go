@@ -306,7 +306,7 @@ func firstLogprob(b []byte, i int) val {
 func logprobOf(v val) float32 {
 	if v.Type == gjson.Number {
 		if f, ok := float32Of(v.raw); ok {
-			return f // a normal float32: neither infinite nor NaN
+			return f // finite: float32Of answers only inside float32's range
 		}
 	}
 	f := float32(v.Float())
