@@ -145,7 +145,12 @@ func DigitsAt(b []byte, i int) int {
 // there) are digits before the first that is not (8 when all are), and the
 // bytes as a little-endian word less '0' in each (see DigitsAt).
 func leadDigits(b []byte, i int) (int, uint64) {
-	x := binary.LittleEndian.Uint64(b[i:]) - 0x3030303030303030
+	return wordDigits(binary.LittleEndian.Uint64(b[i:]))
+}
+
+// wordDigits is leadDigits for the eight bytes of w, little-endian.
+func wordDigits(w uint64) (int, uint64) {
+	x := w - 0x3030303030303030
 	return bits.TrailingZeros64((x|(x+0x7676767676767676))&0x8080808080808080) >> 3, x
 }
 
@@ -166,9 +171,7 @@ func DigitWord(b []byte, i int) (k int, v uint64) {
 			w = w<<8 | uint64(b[j])
 		}
 	}
-	// A zero byte past the end is no digit.
-	x := w - 0x3030303030303030
-	k = bits.TrailingZeros64((x|(x+0x7676767676767676))&0x8080808080808080) >> 3
+	k, x := wordDigits(w) // a zero byte past the end is no digit
 	if k == 0 {
 		return 0, 0
 	}
@@ -287,7 +290,7 @@ func validNumber(b []byte, i int) (int, bool) {
 // bytes at a time while eight are left (a logprob has 16 or 17 digits).
 func digits(b []byte, i int) int {
 	for len(b)-i >= 8 {
-		k, _ := leadDigits(b, i)
+		k, _ := wordDigits(binary.LittleEndian.Uint64(b[i:]))
 		if i += k; k < 8 {
 			return i
 		}
